@@ -1,0 +1,47 @@
+package kube
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// Scope is whether a resource's objects are in a namespace.
+type Scope string
+
+// The two scopes of a resource, as a CRD's spec.scope names them.
+const (
+	Namespaced Scope = "Namespaced"
+	Cluster    Scope = "Cluster"
+)
+
+// Resource declares a custom resource of one version, whose objects have a
+// spec of type Spec and a status of type Status.
+type Resource[Spec, Status any] struct {
+	Group   string // such as cache.example.com
+	Version string // such as v1alpha1
+	Kind    string // such as Memcached
+	Plural  string // such as memcacheds
+	Scope   Scope
+
+	// Rules constrain the fields of Spec, of Status, and of the types they
+	// hold.
+	Rules []TypeRules
+}
+
+// GVR is the resource's group, version and plural name, such as
+// cache.example.com/v1alpha1, Resource=memcacheds.
+func (r Resource[Spec, Status]) GVR() schema.GroupVersionResource {
+	return schema.GroupVersionResource{Group: r.Group, Version: r.Version, Resource: r.Plural}
+}
+
+// Object is one object of a Resource. It is a plain struct: it needs no
+// DeepCopy, no scheme and no runtime.Object. The controller decodes each
+// object from its cache into a new Object, which is the Reconciler's own
+// copy.
+type Object[Spec, Status any] struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	Spec   Spec   `json:"spec"`
+	Status Status `json:"status,omitempty"`
+}
