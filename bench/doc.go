@@ -1,0 +1,2 @@
+// Package bench measures how fast controllers converge.
+package bench

@@ -1,0 +1,2 @@
+// Package controlplane starts a real local Kubernetes control plane.
+package controlplane
