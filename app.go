@@ -1,0 +1,284 @@
+package humus
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	lognoop "go.opentelemetry.io/otel/log/noop"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	"go.opentelemetry.io/otel/propagation"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+)
+
+// DefaultGracePeriod is how long Run gives the Services' Shutdowns, and then
+// Telemetry's Shutdown, to finish once the App stops, unless WithGracePeriod
+// sets another. It fits inside Kubernetes' default
+// terminationGracePeriodSeconds of 30s.
+const DefaultGracePeriod = 20 * time.Second
+
+// ForcedStopWait is how long Run still waits, once the grace period has
+// ended and the Services' Shutdowns have been told to force them to stop, for
+// the forced Services to return. Past it, Run gives up on them and returns 1.
+const ForcedStopWait = time.Second
+
+// An Option changes how Run and Main run an App.
+type Option func(*options)
+
+type options struct {
+	telemetry   func(ctx context.Context, h Host) (Telemetry, error)
+	gracePeriod time.Duration
+	drain       time.Duration
+}
+
+// WithTelemetry sets the function that builds the App's Telemetry. Run calls
+// it once, before Init, with the App's Host; an error ends the App with exit
+// code 1 before Init is called. Any nil provider it returns is replaced by
+// the matching no-op provider, and a nil Propagator by an empty composite
+// propagator.
+//
+// Without this option, the App records nothing.
+func WithTelemetry(build func(ctx context.Context, h Host) (Telemetry, error)) Option {
+	return func(o *options) { o.telemetry = build }
+}
+
+// WithGracePeriod sets how long the Services' Shutdowns may take once the
+// App stops: their context is done when it ends, which forces every Service
+// still running to stop. Telemetry's Shutdown then gets a grace period of its
+// own. The default is DefaultGracePeriod (20s); a value of zero or less
+// keeps the default.
+func WithGracePeriod(d time.Duration) Option {
+	return func(o *options) {
+		if d > 0 {
+			o.gracePeriod = d
+		}
+	}
+}
+
+// WithDrain sets how long Run waits, after SIGTERM or SIGINT, before it
+// cancels the Services' contexts, so that whatever routes work to the
+// process (such as a Kubernetes Service's endpoints) can stop doing so
+// first. The default is 0, no wait; a negative value is taken as 0. A
+// Service failing during the drain ends it at once.
+func WithDrain(d time.Duration) Option {
+	return func(o *options) { o.drain = max(d, 0) }
+}
+
+// Main runs the App that init builds on the real process, OSHost, and exits
+// the process with Run's exit code. It does not return.
+func Main(init Init, opts ...Option) {
+	os.Exit(Run(context.Background(), OSHost(), init, opts...))
+}
+
+// Run runs the App that init builds on host, and returns its exit code. It
+// is what Main does, without exiting, so a whole App can run in a test.
+//
+// Run builds the Telemetry (see WithTelemetry), calls init, and calls every
+// returned Service's Serve in a goroutine of its own. The App stops when
+// host.Signals delivers SIGTERM or SIGINT, when ctx is done, when any Serve
+// returns an error, or when every Serve has returned. Then Run waits for the
+// drain (after a signal only; see WithDrain), cancels every Serve's context,
+// and calls every Shutdown at once, with a context that is done when the
+// grace period ends (see WithGracePeriod). Run waits for every Shutdown and
+// every Serve to return, but no longer than ForcedStopWait past the grace
+// period's end. Last, it calls Telemetry's Shutdown with a fresh grace
+// period, so that the records of a slow stop are still flushed.
+//
+// Run returns 0 when the App stopped on a signal, on ctx or on its own, and
+// every Serve and Shutdown returned nil; it returns 1 when building the
+// Telemetry or init failed (and then no Service starts), or when any Serve or
+// Shutdown returned an error or panicked, or was still running ForcedStopWait
+// after the grace period ended, or when Telemetry's Shutdown failed. Every error is written,
+// one line each, to host.Stderr. A nil host.Signals delivers no signal and a
+// nil host.Stderr discards the errors.
+func Run(ctx context.Context, host Host, init Init, opts ...Option) int {
+	o := options{gracePeriod: DefaultGracePeriod}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	stderr := host.Stderr
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	report := func(err error) {
+		fmt.Fprintf(stderr, "humus: %v\n", err)
+	}
+
+	sigCtx, stopSignals := context.WithCancel(ctx)
+	defer stopSignals()
+	var signals <-chan os.Signal
+	if host.Signals != nil {
+		signals = host.Signals(sigCtx)
+	}
+
+	tel := Telemetry{}
+	if o.telemetry != nil {
+		var err error
+		tel, err = safeCall(func() (Telemetry, error) { return o.telemetry(ctx, host) })
+		if err != nil {
+			report(fmt.Errorf("building telemetry: %w", err))
+			return 1
+		}
+	}
+	tel = withNoops(tel)
+
+	code := run(ctx, host, tel, init, o, signals, report)
+
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), o.gracePeriod)
+	defer cancel()
+	if tel.Shutdown != nil {
+		if _, err := safeCall(func() (struct{}, error) { return struct{}{}, tel.Shutdown(shutdownCtx) }); err != nil {
+			report(fmt.Errorf("shutting down telemetry: %w", err))
+			code = 1
+		}
+	}
+	return code
+}
+
+// run calls init and runs the Services; it returns the exit code before
+// Telemetry's Shutdown.
+func run(ctx context.Context, host Host, tel Telemetry, init Init, o options, signals <-chan os.Signal, report func(error)) int {
+	svcs, err := safeCall(func() ([]Service, error) { return init(ctx, &Setup{Host: host, Telemetry: tel}) })
+	if err != nil {
+		report(fmt.Errorf("init: %w", err))
+		return 1
+	}
+
+	serveCtx, cancelServe := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelServe()
+	type result struct {
+		i   int
+		err error
+	}
+	served := make(chan result, len(svcs))
+	for i, svc := range svcs {
+		go func() {
+			_, err := safeCall(func() (struct{}, error) { return struct{}{}, svc.Serve(serveCtx) })
+			served <- result{i, err}
+		}()
+	}
+
+	code := 0
+	running := len(svcs)
+	onServed := func(r result) {
+		running--
+		if r.err != nil {
+			report(fmt.Errorf("service %d (%T): serve: %w", r.i, svcs[r.i], r.err))
+			code = 1
+		}
+	}
+
+	// Wait for the App to stop.
+	signalled := false
+wait:
+	for running > 0 {
+		select {
+		case r := <-served:
+			onServed(r)
+			if r.err != nil {
+				break wait
+			}
+		case sig, ok := <-signals:
+			if !ok {
+				signals = nil
+				continue
+			}
+			report(fmt.Errorf("received %v, stopping", sig))
+			signalled = true
+			break wait
+		case <-ctx.Done():
+			break wait
+		}
+	}
+	if signalled && o.drain > 0 && running > 0 {
+		timer := time.NewTimer(o.drain)
+	drain:
+		for running > 0 {
+			select {
+			case <-timer.C:
+				break drain
+			case r := <-served:
+				onServed(r)
+				if r.err != nil {
+					break drain
+				}
+			}
+		}
+		timer.Stop()
+	}
+	if running == 0 {
+		return code
+	}
+
+	// Stop every Service within the grace period.
+	cancelServe()
+	graceCtx, cancelGrace := context.WithTimeout(context.WithoutCancel(ctx), o.gracePeriod)
+	defer cancelGrace()
+	var wg sync.WaitGroup
+	shutdownErrs := make([]error, len(svcs))
+	for i, svc := range svcs {
+		wg.Go(func() {
+			_, shutdownErrs[i] = safeCall(func() (struct{}, error) { return struct{}{}, svc.Shutdown(graceCtx) })
+		})
+	}
+	shutDown := make(chan struct{})
+	go func() {
+		wg.Wait()
+		close(shutDown)
+	}()
+
+	// A Service forced when the grace period ends gets ForcedStopWait more to
+	// return.
+	waitCtx, cancelWait := context.WithTimeout(context.WithoutCancel(ctx), o.gracePeriod+ForcedStopWait)
+	defer cancelWait()
+	for running > 0 || shutDown != nil {
+		select {
+		case r := <-served:
+			onServed(r)
+		case <-shutDown:
+			shutDown = nil
+		case <-waitCtx.Done():
+			report(fmt.Errorf("%d Serve(s) still running %v after the grace period of %v ended (Shutdowns returned: %t)",
+				running, ForcedStopWait, o.gracePeriod, shutDown == nil))
+			return 1
+		}
+	}
+	for i, err := range shutdownErrs {
+		if err != nil {
+			report(fmt.Errorf("service %d (%T): shutdown: %w", i, svcs[i], err))
+			code = 1
+		}
+	}
+	return code
+}
+
+// safeCall calls f, and turns a panic into an error carrying the stack.
+func safeCall[T any](f func() (T, error)) (v T, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+		}
+	}()
+	return f()
+}
+
+// withNoops replaces every nil provider of t with its no-op.
+func withNoops(t Telemetry) Telemetry {
+	if t.TracerProvider == nil {
+		t.TracerProvider = tracenoop.NewTracerProvider()
+	}
+	if t.MeterProvider == nil {
+		t.MeterProvider = metricnoop.NewMeterProvider()
+	}
+	if t.LoggerProvider == nil {
+		t.LoggerProvider = lognoop.NewLoggerProvider()
+	}
+	if t.Propagator == nil {
+		t.Propagator = propagation.NewCompositeTextMapPropagator()
+	}
+	return t
+}
