@@ -1,16 +1,46 @@
 package kube
 
-import "k8s.io/client-go/rest"
+import (
+	"k8s.io/client-go/rest"
+)
 
-// Client reaches one API server through the Host.
+// Client reaches one API server through the Host. NewClient builds it; it
+// is safe for concurrent use, and every client-go client made from its
+// Config shares its one transport and so its connections.
 type Client struct {
-	config *rest.Config
+	config    *rest.Config
+	transport *transport
+}
+
+// newClient returns the Client of server, whose rest.Config hands client-go
+// the transport t.
+func newClient(server string, t *transport) *Client {
+	return &Client{
+		transport: t,
+		config: &rest.Config{
+			Host: "https://" + server,
+			// Transport replaces client-go's own transports, so it may
+			// carry no TLS fields: transport.New refuses "a custom transport
+			// with TLS certificate options" (transport/transport.go).
+			Transport: t,
+			// A negative QPS with no RateLimiter gives the REST client no
+			// rate limiter at all (rest/config.go, RESTClientForConfigAndClient):
+			// client-go's default is 5 requests a second, bursting to 10,
+			// and the API server's priority and fairness limits clients
+			// itself.
+			QPS: -1,
+		},
+	}
 }
 
 // Config returns a rest.Config for client-go's clients, such as the
-// clientset kubernetes.NewForConfig returns. They share the Client's
-// transport: its dialler, its credentials and its telemetry. Each call
-// returns a new copy, which the caller may change.
+// clientset kubernetes.NewForConfig returns, dynamic.NewForConfig and
+// metadata.NewForConfig. They share the Client's transport: its dialler,
+// its credentials and its telemetry. Host is "https://" and the
+// Connection's Server, Transport is the Client's, QPS is -1 (no client-side
+// rate limit), and no TLS or credential field is set, since the transport
+// carries them. Each call returns a new copy, which the caller may change;
+// setting TLS fields on it makes client-go refuse it.
 func (c *Client) Config() *rest.Config {
 	return rest.CopyConfig(c.config)
 }

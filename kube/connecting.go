@@ -4,20 +4,113 @@ import (
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
+	"net"
+	"strconv"
+	"strings"
 
 	"github.com/z5labs/humus"
 )
 
 // Connection is how a Client reaches an API server. Every field is a plain
-// value.
+// value: the end user's Init fills it, and humus reads no environment
+// variable, no kubeconfig and no token file of its own.
 type Connection struct {
+	// Server is the API server's address, host:port. In a pod, it is
+	// KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT, joined. An IPv6
+	// host is written in brackets, as [fd00::1]:443. It is required, and
+	// CheckServer checks it.
 	Server string
-	TLS    *tls.Config
-	Token  func(ctx context.Context) (string, error)
+
+	// TLS is the config the API server is dialled with: the cluster's CA in
+	// RootCAs, and a client certificate when the client authenticates with
+	// one. ServerName defaults to Server's host. The Client uses a clone,
+	// so the caller's config is never changed. It is required, and CheckTLS
+	// checks it.
+	TLS *tls.Config
+
+	// Token returns the bearer token every request carries, such as the
+	// pod's service account token, read through the Host's FS. nil sends
+	// none, for a client that authenticates with a certificate. The Client
+	// calls it at most once a minute, as client-go re-reads a
+	// BearerTokenFile every minute (transport/token_source.go), and keeps
+	// its last token while a call fails, so a token the kubelet rotates is
+	// picked up within a minute. A call that fails, panics or returns ""
+	// before any call has succeeded fails the request, with an error naming
+	// Connection.Token.
+	Token func(ctx context.Context) (string, error)
 }
 
-// NewClient returns a Client that dials c.Server with s.Host.Dial. (Being
-// written.)
+// CheckServer checks a Connection's Server: it is host:port, the host is
+// not empty (an IPv6 host is in brackets, as [::1]:6443), and the port is a
+// number from 1 to 65535. It returns nil when addr is valid, or an error
+// naming Connection.Server and what is wrong with it.
+func CheckServer(addr string) error {
+	if addr == "" {
+		return errors.New("kube: Connection.Server is empty: it is the API server's host:port, such as 10.96.0.1:443")
+	}
+	if strings.Contains(addr, "://") {
+		return fmt.Errorf("kube: Connection.Server %q has a scheme: it is host:port, such as 10.96.0.1:443", addr)
+	}
+	if !strings.HasPrefix(addr, "[") && strings.Count(addr, ":") > 1 {
+		return fmt.Errorf("kube: Connection.Server %q: an IPv6 host is written in brackets, as [fd00::1]:443", addr)
+	}
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("kube: Connection.Server %q is not host:port: %w", addr, err)
+	}
+	var errs []error
+	switch {
+	case host == "":
+		errs = append(errs, fmt.Errorf("kube: Connection.Server %q has no host", addr))
+	case strings.HasPrefix(addr, "[") && !strings.Contains(host, ":"):
+		errs = append(errs, fmt.Errorf("kube: Connection.Server %q: only an IPv6 host is written in brackets", addr))
+	case strings.ContainsAny(host, "/@?# \t\r\n"):
+		errs = append(errs, fmt.Errorf("kube: Connection.Server %q: host %q is not a host name or an IP address", addr, host))
+	}
+	if n, err := strconv.ParseUint(port, 10, 64); err != nil || n < 1 || n > 65535 {
+		errs = append(errs, fmt.Errorf("kube: Connection.Server %q: port %q is not a number from 1 to 65535", addr, port))
+	}
+	return errors.Join(errs...)
+}
+
+// CheckTLS checks a Connection's TLS: it is not nil. An API server is only
+// reached over TLS, and the config carries the cluster's CA, without which
+// no server certificate can be verified. It returns nil when c is valid, or
+// an error naming Connection.TLS.
+func CheckTLS(c *tls.Config) error {
+	if c == nil {
+		return errors.New("kube: Connection.TLS is nil: it needs at least the cluster's CA in RootCAs")
+	}
+	return nil
+}
+
+// NewClient returns a Client that dials c.Server with s.Host.Dial, and
+// traces and measures every request with s.Telemetry. It opens no
+// connection: the first request dials.
+//
+// The transport it builds, which every client-go client made from Config()
+// shares, is described in transport.go: TLS from a clone of c.TLS, no
+// proxy, HTTP/2 health-check pings, the bearer token from c.Token, otelhttp
+// with s.Telemetry's providers and propagator, and no client-side rate
+// limit.
+//
+// It returns one error naming every mistake: a nil s, a nil s.Host.Dial, and
+// what CheckServer and CheckTLS report.
 func NewClient(s *humus.Setup, c Connection) (*Client, error) {
-	return nil, errors.New("kube: NewClient is not written yet")
+	var errs []error
+	if s == nil {
+		errs = append(errs, errors.New("kube: NewClient: the Setup is nil"))
+	} else if s.Host.Dial == nil {
+		errs = append(errs, errors.New("kube: NewClient: s.Host.Dial is nil: the Client dials the API server only through the Host"))
+	}
+	errs = append(errs, CheckServer(c.Server), CheckTLS(c.TLS))
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	t, err := newTransport(s, c)
+	if err != nil {
+		return nil, err
+	}
+	return newClient(c.Server, t), nil
 }

@@ -1,0 +1,163 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	otellog "go.opentelemetry.io/otel/log"
+)
+
+// tokenPeriod is how long the transport uses a token before it calls
+// Connection.Token again. It is client-go's: a BearerTokenFile is read
+// again every minute (transport/token_source.go, NewCachedFileTokenSource).
+// The kubelet rotates a projected service account token well before it
+// expires (at 80% of its lifetime, an hour at least), so a minute-old token
+// is always still valid.
+const tokenPeriod = time.Minute
+
+// tokenSource calls a Connection's Token at most once every tokenPeriod,
+// and keeps the last token it returned while a later call fails.
+//
+// Until a call has succeeded, every request calls Token, since there is no
+// token to keep, and a failure fails the request. Once one has, Token is
+// called again only a tokenPeriod after the last call, whether that call
+// succeeded or not, so a failing Token is called at most once a minute too.
+// A single call is in flight at a time: requests wait for it only while
+// there is no token yet, and otherwise go on with the last one.
+type tokenSource struct {
+	fn     func(ctx context.Context) (string, error)
+	now    func() time.Time
+	logger otellog.Logger
+
+	// call holds one token: whoever takes it calls fn. It makes a request
+	// that must wait for the first token wait with its own context.
+	call chan struct{}
+
+	mu    sync.Mutex
+	token string    // the last token fn returned; "" before the first
+	next  time.Time // when fn is due again
+}
+
+func newTokenSource(fn func(ctx context.Context) (string, error), logger otellog.Logger) *tokenSource {
+	return &tokenSource{
+		fn:     fn,
+		now:    time.Now,
+		logger: logger,
+		call:   make(chan struct{}, 1),
+	}
+}
+
+// Token returns the token a request to carry, calling Connection.Token when
+// it is due.
+func (s *tokenSource) Token(ctx context.Context) (string, error) {
+	s.mu.Lock()
+	token, due := s.token, !s.now().Before(s.next)
+	s.mu.Unlock()
+	if !due {
+		return token, nil
+	}
+	if token != "" {
+		// A token is in hand: refresh it unless another request already
+		// is, and never wait for that request.
+		select {
+		case s.call <- struct{}{}:
+		default:
+			return token, nil
+		}
+	} else {
+		select {
+		case s.call <- struct{}{}:
+		case <-ctx.Done():
+			return "", fmt.Errorf("kube: waiting for Connection.Token: %w", context.Cause(ctx))
+		}
+	}
+	defer func() { <-s.call }()
+
+	// Another request may have refreshed it while this one waited.
+	s.mu.Lock()
+	token, due = s.token, !s.now().Before(s.next)
+	s.mu.Unlock()
+	if !due {
+		return token, nil
+	}
+
+	fresh, err := s.callToken(ctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		s.token, s.next = fresh, s.now().Add(tokenPeriod)
+		return fresh, nil
+	}
+	if s.token == "" {
+		return "", err
+	}
+	s.next = s.now().Add(tokenPeriod)
+	s.warn(ctx, err)
+	return s.token, nil
+}
+
+// callToken calls Connection.Token, turning a panic or an empty token into
+// an error naming it.
+func (s *tokenSource) callToken(ctx context.Context) (token string, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			token, err = "", fmt.Errorf("kube: Connection.Token panicked: %v", v)
+		}
+	}()
+	token, err = s.fn(ctx)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("kube: Connection.Token: %w", err)
+	case token == "":
+		return "", errors.New("kube: Connection.Token returned an empty token")
+	}
+	return token, nil
+}
+
+// warn records that a call failed and the last token was kept, as
+// client-go logs "Unable to rotate token" (transport/token_source.go), but
+// to s.Telemetry's LoggerProvider rather than klog.
+func (s *tokenSource) warn(ctx context.Context, err error) {
+	var r otellog.Record
+	r.SetTimestamp(s.now())
+	r.SetSeverity(otellog.SeverityWarn)
+	r.SetSeverityText("WARN")
+	r.SetBody(attribute.StringValue("kube: Connection.Token failed; the last token is kept"))
+	r.SetErr(err)
+	s.logger.Emit(ctx, r)
+}
+
+// bearer is the RoundTripper that adds the token to every request, as
+// client-go's bearerAuthRoundTripper does (transport/round_trippers.go): a
+// request that already carries an Authorization header is left as it is.
+type bearer struct {
+	tokens *tokenSource
+	next   http.RoundTripper
+}
+
+func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Header.Get("Authorization") != "" {
+		return b.next.RoundTrip(r)
+	}
+	token, err := b.tokens.Token(r.Context())
+	if err != nil {
+		if r.Body != nil {
+			_ = r.Body.Close() // a RoundTripper always closes the body
+		}
+		return nil, err
+	}
+	// A RoundTripper must not change its request: copy it, and its header.
+	r2 := new(http.Request)
+	*r2 = *r
+	r2.Header = make(http.Header, len(r.Header)+1)
+	for k, v := range r.Header {
+		r2.Header[k] = v
+	}
+	r2.Header.Set("Authorization", "Bearer "+token)
+	return b.next.RoundTrip(r2)
+}
