@@ -1,0 +1,218 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/z5labs/humus"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+)
+
+// Reconciler brings the cluster to what an object's spec declares.
+type Reconciler[Spec, Status any] interface {
+	// Reconcile is handed obj, its own copy of the object as the cache last
+	// saw it, and returns what obj's status is now. Its context carries the
+	// reconcile's span, and is cancelled only when Shutdown's context is
+	// done or the Lease is lost. An error retries obj with backoff; it
+	// never ends the Service.
+	Reconcile(ctx context.Context, obj Object[Spec, Status]) (Result[Status], error)
+}
+
+// ReconcilerFunc is a function that is a Reconciler.
+type ReconcilerFunc[Spec, Status any] func(ctx context.Context, obj Object[Spec, Status]) (Result[Status], error)
+
+// Reconcile calls f(ctx, obj).
+func (f ReconcilerFunc[Spec, Status]) Reconcile(ctx context.Context, obj Object[Spec, Status]) (Result[Status], error) {
+	return f(ctx, obj)
+}
+
+// Result is what a reconcile leaves its object with.
+type Result[Status any] struct {
+	// Status is the object's status now. nil leaves it as it is. The
+	// controller applies it to the status subresource with server-side
+	// apply when it differs from the object's, compared by their JSON
+	// encodings, whether or not Reconcile returned an error, so a failure
+	// can be a condition.
+	Status *Status
+
+	// After reconciles the object again after this long, unless it changes
+	// first. Zero waits for a change, or for the resync. An error's backoff
+	// takes its place.
+	After time.Duration
+}
+
+// Part is a part of a controller beyond its Reconciler: Owns or Finalize.
+type Part interface{ part() }
+
+// ErrLostLeadership is what Serve returns when the replica loses the Lease
+// while it serves: renewal failed for RenewDeadline, or another replica
+// took the Lease. The App exits 1, and the restarted pod campaigns again.
+var ErrLostLeadership = errors.New("kube: lost the lease")
+
+// Controller reconciles the objects of one Resource or one Kind. It is a
+// humus.Service: Serve runs it until its context is done, and Shutdown
+// waits for it, as the spec's "What Serve does" and "Shutdown" describe.
+type Controller struct {
+	settings Settings
+	gvr      schema.GroupVersionResource
+	group    string // the group an owner reference names, for Owns
+	kind     string
+	scope    Scope
+	owns     []schema.GroupVersionResource
+
+	// finalizer is Finalize's name, or "" without Finalize.
+	finalizer string
+	// handle is the part of a reconcile that knows the object's Go type:
+	// steps 2 to 6 of Reconciling (reconcile.go).
+	handle func(ctx context.Context, c *Controller, u *unstructured.Unstructured) (after time.Duration, err error)
+
+	clients clients
+	tel     *telemetry
+
+	synced atomic.Bool // readiness.go
+
+	mu      sync.Mutex
+	serving bool
+	stopped bool               // Shutdown was called
+	cancel  context.CancelFunc // ends Serve's loop, as its context does
+	force   context.CancelFunc // cancels the reconciles in flight
+	done    chan struct{}      // closed when Serve returns
+}
+
+// clients are the client-go clients a Controller uses. NewController builds
+// them from the Client's Config; the package's tests set client-go's fakes
+// through newController, the unexported seam.
+type clients struct {
+	dynamic  dynamic.Interface    // the resource itself, and its status and finalizer applies
+	metadata metadata.Interface   // the owned resources, through Owns
+	kube     kubernetes.Interface // the Lease
+}
+
+// connect builds the Controller's clients on c's transport. It opens no
+// connection.
+func connect(c *Client) (clients, error) {
+	if c == nil {
+		return clients{}, errors.New("kube: the Client is nil")
+	}
+	cfg := c.Config()
+	dyn, err1 := dynamic.NewForConfig(cfg)
+	md, err2 := metadata.NewForConfig(cfg)
+	kc, err3 := kubernetes.NewForConfig(cfg)
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return clients{}, fmt.Errorf("kube: building the controller's clients: %w", err)
+	}
+	return clients{dynamic: dyn, metadata: md, kube: kc}, nil
+}
+
+// NewController returns a Controller of r's objects, reconciled by rec. It
+// opens no connection. It returns one error naming every mistake in
+// settings, in r, as CRD reports them, and in parts: a Finalize whose
+// object type isn't Object[Spec, Status], and a cluster-scoped r with a
+// Settings.Namespace among them. It also returns an error if one of the
+// controller's instruments can't be created from s.Telemetry.
+func NewController[Spec, Status any](s *humus.Setup, c *Client, settings Settings, r Resource[Spec, Status], rec Reconciler[Spec, Status], parts ...Part) (*Controller, error) {
+	cl, err := connect(c)
+	return newController(s, cl, err, settings, r, rec, parts...)
+}
+
+// newController is NewController with its clients given: the seam the
+// package's tests set client-go's fakes through.
+func newController[Spec, Status any](s *humus.Setup, cl clients, clErr error, settings Settings, r Resource[Spec, Status], rec Reconciler[Spec, Status], parts ...Part) (*Controller, error) {
+	errs := []error{clErr, settings.check()}
+	if _, err := r.CRD(); err != nil {
+		errs = append(errs, err)
+	}
+	if r.Scope == Cluster && settings.Namespace != "" {
+		errs = append(errs, fmt.Errorf("kube: %s is cluster-scoped, so Settings.Namespace must be \"\", not %q", r.Kind, settings.Namespace))
+	}
+	if rec == nil {
+		errs = append(errs, errors.New("kube: the Reconciler is nil"))
+	}
+	p, err := collectParts[Object[Spec, Status]](parts)
+	errs = append(errs, err)
+
+	t := objectType[Object[Spec, Status]]{
+		reconcile: func(ctx context.Context, obj Object[Spec, Status]) (time.Duration, any, error) {
+			res, err := rec.Reconcile(ctx, obj)
+			if res.Status == nil {
+				return res.After, nil, err
+			}
+			return res.After, res.Status, err
+		},
+		status:   func(obj *Object[Spec, Status]) any { return &obj.Status },
+		finalize: p.finalize,
+	}
+	return build(s, cl, settings, r.GVR(), r.Group, r.Kind, r.Scope, p, t, errs)
+}
+
+// parts is what a controller's Parts add to it, for its object type T.
+type parts[T any] struct {
+	owns          []schema.GroupVersionResource
+	finalizerName string
+	finalize      func(ctx context.Context, obj T) error // nil without Finalize
+}
+
+// collectParts sorts ps into Owns and Finalize, and returns one error
+// naming every Part that is wrong, such as a Finalize of another type.
+func collectParts[T any](ps []Part) (parts[T], error) {
+	var p parts[T]
+	var errs []error
+	for i, part := range ps {
+		switch part := part.(type) {
+		case ownsPart:
+			if err := part.check(); err != nil {
+				errs = append(errs, fmt.Errorf("kube: part %d: %w", i, err))
+				continue
+			}
+			p.owns = append(p.owns, part.gvr)
+		case finalizePart:
+			f, err := finalizeOf[T](part)
+			if err == nil && p.finalize != nil {
+				err = fmt.Errorf("Finalize %q: a controller has one Finalize, and %q came first", part.name, p.finalizerName)
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("kube: part %d: %w", i, err))
+				continue
+			}
+			p.finalizerName, p.finalize = part.name, f
+		default:
+			errs = append(errs, fmt.Errorf("kube: part %d is %T, not one that Owns or Finalize returns", i, part))
+		}
+	}
+	return p, errors.Join(errs...)
+}
+
+// build returns the Controller both constructors describe, or one error
+// joining errs and any instrument that can't be created.
+func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.GroupVersionResource, group, kind string, scope Scope, p parts[T], t objectType[T], errs []error) (*Controller, error) {
+	if s == nil {
+		errs = append(errs, errors.New("kube: the Setup is nil"))
+		s = &humus.Setup{}
+	}
+	tel, err := newTelemetry(s.Telemetry, settings.Name)
+	errs = append(errs, err)
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return &Controller{
+		settings:  settings,
+		gvr:       gvr,
+		group:     group,
+		kind:      kind,
+		scope:     scope,
+		owns:      p.owns,
+		finalizer: p.finalizerName,
+		handle:    t.handle,
+		clients:   cl,
+		tel:       tel,
+		done:      make(chan struct{}),
+	}, nil
+}

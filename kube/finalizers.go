@@ -1,0 +1,97 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Finalize keeps every object until f has cleaned up after it. The
+// controller adds the finalizer name to each object before its first
+// reconcile, by server-side apply of metadata.finalizers under its field
+// manager. Once an object is being deleted, it calls f in place of the
+// Reconciler until f returns nil, and then removes name by applying the
+// object's metadata without it, so the API server completes the deletion.
+// An error from f retries the object with backoff; a panic is recovered,
+// recorded and not retried, and the object keeps its finalizer.
+//
+// name is a qualified name, such as cache.example.com/finalizer. T is the
+// Controller's object type: Object[Spec, Status] for a Resource, and T for
+// a Kind[T]. NewController and NewKindController check both, and that a
+// controller has at most one Finalize.
+func Finalize[T any](name string, f func(ctx context.Context, obj T) error) Part {
+	return finalizePart{name: name, f: f, typ: reflect.TypeFor[T]()}
+}
+
+type finalizePart struct {
+	name string
+	f    any // func(context.Context, T) error
+	typ  reflect.Type
+}
+
+func (finalizePart) part() {}
+
+// finalizeOf returns p's f if it takes the controller's object type T.
+func finalizeOf[T any](p finalizePart) (func(context.Context, T) error, error) {
+	var errs []string
+	if p.name == "" {
+		errs = append(errs, "its name is empty")
+	} else if msgs := validation.IsQualifiedName(p.name); len(msgs) > 0 {
+		errs = append(errs, "its name is not a qualified name: "+strings.Join(msgs, "; "))
+	}
+	f, ok := p.f.(func(context.Context, T) error)
+	switch {
+	case !ok:
+		errs = append(errs, fmt.Sprintf("f takes a %v, not the controller's %v", p.typ, reflect.TypeFor[T]()))
+	case f == nil:
+		errs = append(errs, "f is nil")
+	}
+	if len(errs) > 0 {
+		return nil, fmt.Errorf("Finalize %q: %s", p.name, strings.Join(errs, ", and "))
+	}
+	return f, nil
+}
+
+// hasFinalizer reports whether u carries the controller's finalizer.
+func (c *Controller) hasFinalizer(u *unstructured.Unstructured) bool {
+	for _, f := range u.GetFinalizers() {
+		if f == c.finalizer {
+			return true
+		}
+	}
+	return false
+}
+
+// applyFinalizer adds the controller's finalizer to u, or with keep false
+// removes it, by server-side apply of u's metadata under the controller's
+// field manager. The field manager that set a finalizer is the only one
+// that owns it, so an apply without it removes it.
+func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstructured, keep bool) error {
+	md := map[string]any{"name": u.GetName()}
+	if ns := u.GetNamespace(); ns != "" {
+		md["namespace"] = ns
+	}
+	if keep {
+		md["finalizers"] = []any{c.finalizer}
+	}
+	apply := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": u.GetAPIVersion(),
+		"kind":       u.GetKind(),
+		"metadata":   md,
+	}}
+	_, err := c.clients.dynamic.Resource(c.gvr).Namespace(u.GetNamespace()).Apply(ctx, u.GetName(), apply,
+		metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true})
+	if err != nil {
+		verb := "adding"
+		if !keep {
+			verb = "removing"
+		}
+		return fmt.Errorf("kube: %s finalizer %q of %s: %w", verb, c.finalizer, c.describe(u), err)
+	}
+	return nil
+}

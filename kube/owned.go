@@ -1,0 +1,76 @@
+package kube
+
+import (
+	"errors"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// Owns reconciles an object again when a resource of gvr that it controls
+// changes: one whose controller owner reference names the object's group
+// and kind. The controller watches gvr through a metadata informer, since
+// only the owner references are read, limited to Settings.Namespace. A
+// namespaced resource can name a cluster-scoped owner, such as its
+// Namespace. gvr needs a Version and a Resource; its Group is "" for the
+// core group.
+func Owns(gvr schema.GroupVersionResource) Part { return ownsPart{gvr: gvr} }
+
+type ownsPart struct{ gvr schema.GroupVersionResource }
+
+func (ownsPart) part() {}
+
+func (p ownsPart) check() error {
+	var errs []error
+	if p.gvr.Version == "" {
+		errs = append(errs, errors.New("Owns("+p.gvr.String()+") has no Version"))
+	}
+	if p.gvr.Resource == "" {
+		errs = append(errs, errors.New("Owns("+p.gvr.String()+") has no Resource"))
+	}
+	return errors.Join(errs...)
+}
+
+// ownerHandler queues the owner of every owned resource that changes,
+// added, updated or deleted, when its controller owner reference names the
+// controller's group and kind.
+func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string]) cache.ResourceEventHandler {
+	enqueue := func(obj any) {
+		if key, ok := c.ownerKey(obj); ok {
+			queue.Add(key)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}
+}
+
+// ownerKey returns the work queue key of obj's controller, if the
+// controller reconciles it: namespace/name with the owned resource's
+// namespace, or name alone for a cluster-scoped owner.
+func (c *Controller) ownerKey(obj any) (string, bool) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return "", false
+	}
+	ref := metav1.GetControllerOfNoCopy(m)
+	if ref == nil || ref.Kind != c.kind {
+		return "", false
+	}
+	gv, err := schema.ParseGroupVersion(ref.APIVersion)
+	if err != nil || gv.Group != c.group {
+		return "", false
+	}
+	if c.scope == Cluster {
+		return ref.Name, true
+	}
+	return m.GetNamespace() + "/" + ref.Name, true
+}

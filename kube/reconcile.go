@@ -1,0 +1,219 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// The outcomes of a reconcile, as humus.kube.controller.reconcile.outcome
+// records them: error is a key retried with backoff, panic a recovered
+// panic, and success everything else, After included.
+const (
+	outcomeSuccess = "success"
+	outcomeError   = "error"
+	outcomePanic   = "panic"
+)
+
+// worker takes keys from the queue until it shuts down, and reconciles
+// each one, unless the controller has begun to stop: a key taken after
+// that is marked done unreconciled, and left for the next leader.
+func (c *Controller) worker(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], lister cache.Indexer, stopping <-chan struct{}) {
+	for {
+		key, shutdown := queue.Get()
+		if shutdown {
+			return
+		}
+		select {
+		case <-stopping:
+		default:
+			c.reconcile(ctx, queue, lister, key)
+		}
+		queue.Done(key)
+	}
+}
+
+// reconcile reconciles one key, steps 1 to 7 of the spec's Reconciling,
+// inside the reconcile's root span, and settles the key by its outcome.
+func (c *Controller) reconcile(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], lister cache.Indexer, key string) {
+	ctx, rec := c.tel.startReconcile(ctx, c.kind, key)
+
+	after, err, panicked := c.reconcileKey(ctx, lister, key)
+
+	// 7. Settle the key.
+	switch {
+	case panicked != nil:
+		rec.panicked(ctx, panicked)
+		queue.Forget(key)
+	case err != nil:
+		rec.failed(ctx, err)
+		queue.AddRateLimited(key)
+	default:
+		rec.succeeded()
+		queue.Forget(key)
+		if after > 0 {
+			queue.AddAfter(key, after)
+		}
+	}
+}
+
+// reconcileKey runs steps 1 to 6 for key, recovering a panic from them.
+func (c *Controller) reconcileKey(ctx context.Context, lister cache.Indexer, key string) (after time.Duration, err error, panicked *panicValue) {
+	defer func() {
+		if v := recover(); v != nil {
+			panicked = &panicValue{value: v, stack: debug.Stack()}
+		}
+	}()
+
+	// 1. Look it up in the cache. An object that is gone needs nothing:
+	// its owned resources are garbage collected.
+	item, exists, err := lister.GetByKey(key)
+	if err != nil {
+		return 0, fmt.Errorf("kube: looking up %s %s in the cache: %w", c.kind, key, err), nil
+	}
+	if !exists {
+		return 0, nil, nil
+	}
+	u, ok := item.(*unstructured.Unstructured)
+	if !ok {
+		return 0, fmt.Errorf("kube: the cache holds a %T for %s %s", item, c.kind, key), nil
+	}
+	after, err = c.handle(ctx, c, u)
+	return after, err, nil
+}
+
+// panicValue is a recovered panic and the stack it was raised on.
+type panicValue struct {
+	value any
+	stack []byte
+}
+
+// objectType is what the controller knows of one Go type of object: an
+// Object[Spec, Status] of a Resource, or a Kind's T.
+type objectType[T any] struct {
+	// reconcile calls the end user's Reconciler. status is the status to
+	// apply, or nil to leave it alone.
+	reconcile func(ctx context.Context, obj T) (after time.Duration, status any, err error)
+
+	// status returns obj's status as decoded; nil for a Kind, whose status
+	// isn't the controller's.
+	status func(obj *T) any
+
+	// finalize is Finalize's f; nil without Finalize.
+	finalize func(ctx context.Context, obj T) error
+}
+
+// handle runs steps 2 to 6 of Reconciling for the cached object u.
+func (t objectType[T]) handle(ctx context.Context, c *Controller, u *unstructured.Unstructured) (time.Duration, error) {
+	// 2. Decode it into a new T. The decode is the copy, so nothing the
+	// Reconciler does changes the cache.
+	var obj T
+	if err := decode(u, &obj); err != nil {
+		return 0, fmt.Errorf("kube: decoding %s: %w", c.describe(u), err)
+	}
+
+	// 3. Handle the finalizer, and 4. leave an object that is being deleted
+	// alone otherwise.
+	if u.GetDeletionTimestamp() != nil {
+		if t.finalize == nil || !c.hasFinalizer(u) {
+			return 0, nil
+		}
+		if err := t.finalize(ctx, obj); err != nil {
+			return 0, err
+		}
+		return 0, c.applyFinalizer(ctx, u, false)
+	}
+	if t.finalize != nil && !c.hasFinalizer(u) {
+		if err := c.applyFinalizer(ctx, u, true); err != nil {
+			return 0, err
+		}
+	}
+
+	// The status is encoded before Reconcile runs: the Reconciler may
+	// change obj's slices and maps in place, as meta.SetStatusCondition
+	// does on a copy of Conditions.
+	var before []byte
+	if t.status != nil {
+		var err error
+		if before, err = json.Marshal(t.status(&obj)); err != nil {
+			return 0, fmt.Errorf("kube: encoding the status of %s: %w", c.describe(u), err)
+		}
+	}
+
+	// 5. Call Reconcile.
+	after, status, err := t.reconcile(ctx, obj)
+
+	// 6. Apply the status, whether or not Reconcile returned an error.
+	if status != nil {
+		if applyErr := c.applyStatus(ctx, u, before, status); applyErr != nil {
+			err = errors.Join(err, applyErr)
+		}
+	}
+	return after, err
+}
+
+// decode decodes u into obj through its JSON encoding, and names the field
+// of an object that doesn't fit obj's type.
+func decode(u *unstructured.Unstructured, obj any) error {
+	b, err := u.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	if err := json.Unmarshal(b, obj); err != nil {
+		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
+			return fmt.Errorf("field %s: a JSON %s doesn't fit a Go %v", te.Field, te.Value, te.Type)
+		}
+		return err
+	}
+	return nil
+}
+
+// applyStatus applies status to u's status subresource with server-side
+// apply, under the controller's field manager and forced, since the
+// controller owns the status whole, unless its JSON encoding is before's.
+func (c *Controller) applyStatus(ctx context.Context, u *unstructured.Unstructured, before []byte, status any) error {
+	b, err := json.Marshal(status)
+	if err != nil {
+		return fmt.Errorf("kube: encoding the status of %s: %w", c.describe(u), err)
+	}
+	if bytes.Equal(before, b) {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		return fmt.Errorf("kube: encoding the status of %s: %w", c.describe(u), err)
+	}
+	md := map[string]any{"name": u.GetName()}
+	if ns := u.GetNamespace(); ns != "" {
+		md["namespace"] = ns
+	}
+	apply := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": u.GetAPIVersion(),
+		"kind":       u.GetKind(),
+		"metadata":   md,
+		"status":     v,
+	}}
+	_, err = c.clients.dynamic.Resource(c.gvr).Namespace(u.GetNamespace()).ApplyStatus(ctx, u.GetName(), apply,
+		metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true})
+	if err != nil {
+		return fmt.Errorf("kube: applying the status of %s: %w", c.describe(u), err)
+	}
+	return nil
+}
+
+// describe names u in errors, as its kind and namespace/name.
+func (c *Controller) describe(u *unstructured.Unstructured) string {
+	if ns := u.GetNamespace(); ns != "" {
+		return c.kind + " " + ns + "/" + u.GetName()
+	}
+	return c.kind + " " + u.GetName()
+}

@@ -1,0 +1,231 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"golang.org/x/time/rate"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/metadata/metadatainformer"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/klog/v2"
+)
+
+// Serve runs the controller until ctx is done, as the spec's "What Serve
+// does" lists:
+//
+//  1. It lists the resource once, with a limit of 1. An error, such as a
+//     CRD that isn't installed, ends Serve with an error naming the
+//     resource.
+//  2. It starts an informer on the resource, through the dynamic client,
+//     and one on each owned resource, through the metadata client, all
+//     limited to Settings.Namespace, with client-go's logger in their
+//     context.
+//  3. It waits for the caches to sync, then marks Synced healthy.
+//  4. It campaigns for the Lease named Settings.Name. Every replica keeps
+//     its caches warm and its work queue filled.
+//  5. While it holds the Lease, Settings.Workers workers reconcile. The
+//     queue never hands one key to two workers at once.
+//
+// Once ctx is done, or Shutdown is called, it stops taking keys, lets the
+// reconciles in flight finish, shuts the queue down (leaving its backlog to
+// the next leader), releases the Lease, stops its informers, and returns
+// nil. If the Lease is lost, it stops taking keys, cancels the reconciles in
+// flight, and returns ErrLostLeadership. Serve runs once: a second call
+// returns an error.
+func (c *Controller) Serve(ctx context.Context) error {
+	ctx, workCtx, err := c.begin(ctx)
+	if err != nil {
+		return err
+	}
+	defer c.end()
+
+	// Every part that outlives ctx, the reconciles in flight, the
+	// election and the informers, keeps its values: client-go's logger.
+	ctx = klog.NewContext(ctx, c.tel.klog)
+	keep := context.WithoutCancel(ctx)
+	workCtx = klog.NewContext(workCtx, c.tel.klog)
+
+	// 1. Check the resource is served.
+	ns := c.settings.Namespace
+	if _, err := c.clients.dynamic.Resource(c.gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("kube: listing %s: %w", c.gvr, err)
+	}
+
+	// 2. Start the informers, which fill the work queue.
+	queue := workqueue.NewTypedRateLimitingQueueWithConfig(c.rateLimiter(),
+		workqueue.TypedRateLimitingQueueConfig[string]{
+			Name:            c.settings.Name,
+			MetricsProvider: metricsProvider{c.tel.inst},
+		})
+	informerCtx, stopInformers := context.WithCancel(keep)
+	var informers sync.WaitGroup
+	stop := func() {
+		queue.ShutDown()
+		stopInformers()
+		informers.Wait()
+	}
+	resource := dynamicinformer.NewFilteredDynamicInformer(c.clients.dynamic, c.gvr, ns, c.settings.Resync, cache.Indexers{}, nil).Informer()
+	all := []cache.SharedIndexInformer{resource}
+	handlers := []cache.ResourceEventHandler{c.objectHandler(queue)}
+	for _, gvr := range c.owns {
+		all = append(all, metadatainformer.NewFilteredMetadataInformer(c.clients.metadata, gvr, ns, 0, cache.Indexers{}, nil).Informer())
+		handlers = append(handlers, c.ownerHandler(queue))
+	}
+	var checkers []cache.DoneChecker
+	for i, inf := range all {
+		reg, err := c.watch(inf, handlers[i])
+		if err != nil {
+			stop()
+			return err
+		}
+		checkers = append(checkers, reg.HasSyncedChecker())
+	}
+	for _, inf := range all {
+		informers.Go(func() { inf.RunWithContext(informerCtx) })
+	}
+
+	// 3. Wait for the caches to sync.
+	if !cache.WaitFor(ctx, "", checkers...) {
+		stop()
+		return nil
+	}
+	c.synced.Store(true)
+
+	// 4. Campaign for the Lease.
+	started := make(chan context.Context, 1)
+	elector, err := c.newElector(started)
+	if err != nil {
+		stop()
+		return err
+	}
+	electionCtx, endElection := context.WithCancel(keep)
+	var election sync.WaitGroup
+	election.Go(func() { elector.Run(electionCtx) })
+
+	// 5. Reconcile while the Lease is held.
+	stopping := make(chan struct{})
+	var workers sync.WaitGroup
+	var lead <-chan struct{} // done when the Lease is lost
+	lost := false
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case leadCtx := <-started:
+			lead = leadCtx.Done()
+			for range c.settings.Workers {
+				workers.Go(func() { c.worker(workCtx, queue, resource.GetIndexer(), stopping) })
+			}
+		case <-lead:
+			lost = true
+			break loop
+		}
+	}
+
+	// Stop taking keys, and let the reconciles in flight finish; a lost
+	// Lease cancels them, as Shutdown's context does.
+	close(stopping)
+	if lost {
+		c.forceStop()
+	}
+	queue.ShutDown()
+	workers.Wait()
+
+	// Only then release the Lease, as ReleaseOnCancel requires: no code it
+	// guards may still run. Then stop the informers.
+	endElection()
+	election.Wait()
+	stop()
+
+	if lost {
+		return ErrLostLeadership
+	}
+	return nil
+}
+
+// watch drops the managed fields of every object inf caches, and adds h to
+// it with the controller's logger.
+func (c *Controller) watch(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+	if err := inf.SetTransform(dropManagedFields); err != nil {
+		return nil, fmt.Errorf("kube: setting an informer's transform: %w", err)
+	}
+	reg, err := inf.AddEventHandlerWithOptions(h, cache.HandlerOptions{Logger: &c.tel.klog})
+	if err != nil {
+		return nil, fmt.Errorf("kube: adding an informer's handler: %w", err)
+	}
+	return reg, nil
+}
+
+// dropManagedFields is the informers' transform. It keeps managed fields
+// out of the cache: the controller never reads them, and they are often the
+// larger part of a small object's metadata.
+func dropManagedFields(obj any) (any, error) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetManagedFields(nil)
+	}
+	return obj, nil
+}
+
+// objectHandler queues the key, namespace/name or name, of every object of
+// the resource that is added, updated (or resynced) or deleted.
+func (c *Controller) objectHandler(queue workqueue.TypedInterface[string]) cache.ResourceEventHandler {
+	enqueue := func(obj any) {
+		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+			queue.Add(key)
+		}
+	}
+	return cache.ResourceEventHandlerFuncs{
+		AddFunc:    enqueue,
+		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		DeleteFunc: enqueue,
+	}
+}
+
+// rateLimiter is the queue's backoff: per key, from RetryBaseDelay doubling
+// to RetryMaxDelay, and for all keys together, 10 retries a second,
+// bursting to 100, as client-go's DefaultTypedControllerRateLimiter.
+func (c *Controller) rateLimiter() workqueue.TypedRateLimiter[string] {
+	return workqueue.NewTypedMaxOfRateLimiter(
+		workqueue.NewTypedItemExponentialFailureRateLimiter[string](c.settings.RetryBaseDelay, c.settings.RetryMaxDelay),
+		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
+	)
+}
+
+// begin marks the controller serving, and returns Serve's context, which
+// Shutdown also cancels, and the reconciles' context, which is cancelled
+// only when Shutdown's context ends first or the Lease is lost.
+func (c *Controller) begin(ctx context.Context) (context.Context, context.Context, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.serving {
+		return nil, nil, errors.New("kube: the controller is already serving")
+	}
+	c.serving = true
+	ctx, c.cancel = context.WithCancel(ctx)
+	work, force := context.WithCancel(context.WithoutCancel(ctx))
+	c.force = force
+	if c.stopped {
+		c.cancel()
+	}
+	return ctx, work, nil
+}
+
+// end marks Serve returned: Synced turns unhealthy, and Shutdown returns.
+func (c *Controller) end() {
+	c.synced.Store(false)
+	c.mu.Lock()
+	c.cancel()
+	c.force()
+	c.mu.Unlock()
+	close(c.done)
+}

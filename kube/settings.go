@@ -1,0 +1,178 @@
+package kube
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/leaderelection"
+)
+
+// LeaderElection is the Lease a controller's replicas elect their leader
+// with. The Lease is named after Settings.Name. Its durations default to
+// kube-controller-manager's: 15s, 10s and 2s.
+type LeaderElection struct {
+	Namespace string // the Lease's namespace, such as the pod's; a DNS-1123 label, required
+	Identity  string // this replica's name in the Lease, such as its pod's; required
+
+	LeaseDuration time.Duration // how long a Lease lasts without renewal; longer than RenewDeadline
+	RenewDeadline time.Duration // how long the leader tries to renew; longer than 1.2 RetryPeriods
+	RetryPeriod   time.Duration // how often a replica tries to take or renew; positive
+}
+
+// Settings configures a Controller. Every field is a plain value. Start from
+// DefaultSettings, and set Name and LeaderElection's Namespace and Identity,
+// which have no default: humus imposes no name and no namespace.
+type Settings struct {
+	// Name is the controller's field manager, its work queue's name, and
+	// its Lease's name. A DNS-1123 subdomain; required.
+	Name string
+
+	// Namespace limits the controller to one namespace. "" (the default)
+	// means every namespace. A cluster-scoped Resource or Kind takes only "".
+	Namespace string
+
+	// Workers is how many objects are reconciled at once; at least 1,
+	// default 1. One object is never reconciled twice at once.
+	Workers int
+
+	// Resync reconciles every object again this often; positive, default
+	// 10h.
+	Resync time.Duration
+
+	// RetryBaseDelay and RetryMaxDelay bound the backoff of an object whose
+	// reconcile failed: the delay doubles from the first to the second.
+	// Both positive, RetryMaxDelay at least RetryBaseDelay; default 5ms and
+	// 1000s, the per-object backoff of client-go's
+	// DefaultTypedControllerRateLimiter. All retries together are also
+	// limited to 10 a second, bursting to 100, as that limiter does.
+	RetryBaseDelay time.Duration
+	RetryMaxDelay  time.Duration
+
+	LeaderElection LeaderElection
+}
+
+// DefaultSettings returns the Settings of the spec's table: every namespace,
+// 1 worker, a 10h resync, retries from 5ms to 1000s, and a Lease of 15s
+// renewed within 10s, tried every 2s. Name, LeaderElection.Namespace and
+// LeaderElection.Identity are left empty, for the caller to set.
+func DefaultSettings() Settings {
+	return Settings{
+		Workers:        1,
+		Resync:         10 * time.Hour,
+		RetryBaseDelay: 5 * time.Millisecond,
+		RetryMaxDelay:  1000 * time.Second,
+		LeaderElection: LeaderElection{
+			LeaseDuration: 15 * time.Second,
+			RenewDeadline: 10 * time.Second,
+			RetryPeriod:   2 * time.Second,
+		},
+	}
+}
+
+// CheckName returns an error unless name is a DNS-1123 subdomain, as a
+// Lease's name and a field manager's must be for Settings.Name.
+func CheckName(name string) error { return checkName("name", name) }
+
+// CheckWatchNamespace returns an error unless ns is "" (every namespace) or
+// a DNS-1123 label, as Settings.Namespace must be.
+func CheckWatchNamespace(ns string) error { return checkWatchNamespace("namespace", ns) }
+
+// CheckNamespace returns an error unless ns is a DNS-1123 label, as the
+// Lease's LeaderElection.Namespace must be.
+func CheckNamespace(ns string) error { return checkNamespace("namespace", ns) }
+
+// CheckIdentity returns an error if id, LeaderElection.Identity, is empty.
+func CheckIdentity(id string) error { return checkIdentity("identity", id) }
+
+// CheckWorkers returns an error unless n, Settings.Workers, is at least 1.
+func CheckWorkers(n int) error { return checkWorkers("workers", n) }
+
+// CheckResync returns an error unless d, Settings.Resync, is positive.
+func CheckResync(d time.Duration) error { return checkPositive("resync", d) }
+
+// CheckRetryDelay returns an error unless d, Settings.RetryBaseDelay or
+// Settings.RetryMaxDelay, is positive.
+func CheckRetryDelay(d time.Duration) error { return checkPositive("retry delay", d) }
+
+// CheckRetryPeriod returns an error unless d, LeaderElection.RetryPeriod, is
+// positive.
+func CheckRetryPeriod(d time.Duration) error { return checkPositive("retry period", d) }
+
+func checkName(what, name string) error {
+	if name == "" {
+		return fmt.Errorf("kube: %s is empty: it must be a DNS-1123 subdomain", what)
+	}
+	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
+		return fmt.Errorf("kube: %s %q is not a DNS-1123 subdomain: %s", what, name, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func checkWatchNamespace(what, ns string) error {
+	if ns == "" {
+		return nil
+	}
+	return checkNamespace(what, ns)
+}
+
+func checkNamespace(what, ns string) error {
+	if ns == "" {
+		return fmt.Errorf("kube: %s is empty: it must be a DNS-1123 label", what)
+	}
+	if errs := validation.IsDNS1123Label(ns); len(errs) > 0 {
+		return fmt.Errorf("kube: %s %q is not a DNS-1123 label: %s", what, ns, strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func checkIdentity(what, id string) error {
+	if id == "" {
+		return fmt.Errorf("kube: %s is empty", what)
+	}
+	return nil
+}
+
+func checkWorkers(what string, n int) error {
+	if n < 1 {
+		return fmt.Errorf("kube: %s is %d: it must be at least 1", what, n)
+	}
+	return nil
+}
+
+func checkPositive(what string, d time.Duration) error {
+	if d <= 0 {
+		return fmt.Errorf("kube: %s is %v: it must be positive", what, d)
+	}
+	return nil
+}
+
+// check returns one error naming every mistake in s, each by its field.
+func (s Settings) check() error {
+	le := s.LeaderElection
+	errs := []error{
+		checkName("Settings.Name", s.Name),
+		checkWatchNamespace("Settings.Namespace", s.Namespace),
+		checkWorkers("Settings.Workers", s.Workers),
+		checkPositive("Settings.Resync", s.Resync),
+		checkPositive("Settings.RetryBaseDelay", s.RetryBaseDelay),
+		checkPositive("Settings.RetryMaxDelay", s.RetryMaxDelay),
+		checkNamespace("Settings.LeaderElection.Namespace", le.Namespace),
+		checkIdentity("Settings.LeaderElection.Identity", le.Identity),
+		checkPositive("Settings.LeaderElection.RetryPeriod", le.RetryPeriod),
+	}
+	if s.RetryBaseDelay > 0 && s.RetryMaxDelay > 0 && s.RetryMaxDelay < s.RetryBaseDelay {
+		errs = append(errs, fmt.Errorf("kube: Settings.RetryMaxDelay %v is less than Settings.RetryBaseDelay %v", s.RetryMaxDelay, s.RetryBaseDelay))
+	}
+	// client-go's NewLeaderElector rejects these, but only once Serve
+	// builds it; the spec checks them up front.
+	if le.LeaseDuration <= le.RenewDeadline {
+		errs = append(errs, fmt.Errorf("kube: Settings.LeaderElection.LeaseDuration %v must be longer than RenewDeadline %v", le.LeaseDuration, le.RenewDeadline))
+	}
+	if min := time.Duration(leaderelection.JitterFactor * float64(le.RetryPeriod)); le.RenewDeadline <= min {
+		errs = append(errs, fmt.Errorf("kube: Settings.LeaderElection.RenewDeadline %v must be longer than %v, 1.2 RetryPeriods", le.RenewDeadline, min))
+	}
+	return errors.Join(errs...)
+}
