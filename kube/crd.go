@@ -1,12 +1,113 @@
 package kube
 
 import (
-	"errors"
+	"fmt"
+	"reflect"
+	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
-// CRD returns the resource's CustomResourceDefinition. (Being written.)
+// CRD returns the resource's CustomResourceDefinition: one version, served
+// and stored, with the status subresource, and a schema reflected from Spec
+// and Status and constrained by Rules.
+//
+// The CRD is named <Plural>.<Group>. Its singular name is Kind in lower
+// case, and its list kind is Kind with List after it. The schema's root has
+// apiVersion and kind (strings), metadata (an object, which the API server
+// fills in), a required spec, and status.
+//
+// It returns one error that names every mistake it finds, joined with
+// errors.Join: a missing or malformed Group, Version, Kind or Plural (as the
+// API server checks them), a Scope that is neither Namespaced nor Cluster;
+// a type that implements json.Marshaler and has no Schema; a map whose keys
+// aren't strings, an interface, a channel or a function; a type that
+// contains itself; a constraint that doesn't fit its field's type; a rule
+// that names no field, a rule on a field that isn't encoded, Rules for a
+// type that appears nowhere, and two Rules for one type. With an error, the
+// CRD is nil.
+//
+// CRD doesn't compile CEL rules: the API server does when the CRD is
+// applied.
 func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition, error) {
-	return nil, errors.New("kube: CRD is not written yet")
+	b := newReflector(r.Rules)
+	b.errs = append(b.errs, r.checkNames()...)
+
+	spec := b.schema(reflect.TypeFor[Spec](), "spec")
+	status := b.schema(reflect.TypeFor[Status](), "status")
+	if err := b.finish(); err != nil {
+		return nil, err
+	}
+
+	return &apiextensionsv1.CustomResourceDefinition{
+		TypeMeta: metav1.TypeMeta{
+			APIVersion: apiextensionsv1.SchemeGroupVersion.String(),
+			Kind:       "CustomResourceDefinition",
+		},
+		ObjectMeta: metav1.ObjectMeta{Name: r.Plural + "." + r.Group},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: r.Group,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{
+				Plural:   r.Plural,
+				Singular: strings.ToLower(r.Kind),
+				Kind:     r.Kind,
+				ListKind: r.Kind + "List",
+			},
+			Scope: apiextensionsv1.ResourceScope(r.Scope),
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
+				Name:    r.Version,
+				Served:  true,
+				Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{
+					OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
+						Type: "object",
+						Properties: map[string]apiextensionsv1.JSONSchemaProps{
+							"apiVersion": {Type: "string"},
+							"kind":       {Type: "string"},
+							"metadata":   {Type: "object"},
+							"spec":       spec,
+							"status":     status,
+						},
+						Required: []string{"spec"},
+					},
+				},
+				Subresources: &apiextensionsv1.CustomResourceSubresources{
+					Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
+				},
+			}},
+		},
+	}, nil
+}
+
+// checkNames reports a missing or malformed Group, Version, Kind or
+// Plural, by the API server's own rules for a CRD, and a bad Scope.
+func (r Resource[Spec, Status]) checkNames() []error {
+	var errs []error
+	check := func(field, value, example string, problems []string) {
+		if value == "" {
+			errs = append(errs, fmt.Errorf("kube: Resource.%s is missing: give one, such as %s", field, example))
+			return
+		}
+		for _, p := range problems {
+			errs = append(errs, fmt.Errorf("kube: Resource.%s %q: %s", field, value, p))
+		}
+	}
+
+	var groupProblems []string
+	if r.Group != "" {
+		groupProblems = validation.IsDNS1123Subdomain(r.Group)
+		if len(strings.Split(r.Group, ".")) < 2 {
+			groupProblems = append(groupProblems, "should be a domain with at least one dot")
+		}
+	}
+	check("Group", r.Group, "cache.example.com", groupProblems)
+	check("Version", r.Version, "v1alpha1", validation.IsDNS1035Label(r.Version))
+	check("Kind", r.Kind, "Memcached", validation.IsDNS1035Label(strings.ToLower(r.Kind)))
+	check("Plural", r.Plural, "memcacheds", validation.IsDNS1035Label(r.Plural))
+	if r.Scope != Namespaced && r.Scope != Cluster {
+		errs = append(errs, fmt.Errorf("kube: Resource.Scope %q: must be kube.Namespaced or kube.Cluster", r.Scope))
+	}
+	return errs
 }

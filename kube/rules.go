@@ -1,5 +1,432 @@
 package kube
 
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"regexp"
+	"slices"
+	"unsafe"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+)
+
 // TypeRules constrain the fields of one Go type, wherever the type appears
-// in a schema.
-type TypeRules struct{}
+// in a schema. Rules and Schema make one; its zero value constrains
+// nothing and names no type, which CRD reports as an error.
+//
+// A TypeRules is a value: each method returns a copy with one more
+// constraint, and the original is unchanged.
+type TypeRules struct {
+	typ    reflect.Type
+	fields []fieldRule
+	errs   []error
+
+	description *string
+	validations []apiextensionsv1.ValidationRule
+
+	// schema, from Schema, is the type's whole schema, which is not
+	// reflected.
+	schema *apiextensionsv1.JSONSchemaProps
+}
+
+// Rules constrains the fields of T. v only names them: each of fields is a
+// Field of a field of *v, such as kube.Field(&spec.Size), or of a field
+// promoted to *v from a struct embedded in it. v is usually a package-level
+// variable that is never written.
+//
+// A field is found by its offset in *v and its type, so a pointer that
+// isn't to a field of *v, or points into a field of a nested struct, such as
+// &spec.Template.Port, is an error that CRD returns: a nested struct is
+// constrained by its own Rules. Rules never fails itself.
+func Rules[T any](v *T, fields ...FieldRule) TypeRules {
+	t := reflect.TypeFor[T]()
+	r := TypeRules{typ: t}
+	if v == nil {
+		r.errs = append(r.errs, fmt.Errorf("kube: Rules for %s: v is nil, so it names no fields", t))
+		return r
+	}
+	base := uintptr(unsafe.Pointer(v))
+	for i, f := range fields {
+		if f == nil {
+			r.errs = append(r.errs, fmt.Errorf("kube: Rules for %s: field rule %d is nil", t, i+1))
+			continue
+		}
+		fr := f.fieldRule()
+		if fr.ptr == nil {
+			r.errs = append(r.errs, fmt.Errorf("kube: Rules for %s: field rule %d is a Field of a nil pointer, which names no field", t, i+1))
+			continue
+		}
+		p := uintptr(fr.ptr)
+		if p < base || p-base >= t.Size() && !(t.Size() == 0 && p == base) {
+			r.errs = append(r.errs, fmt.Errorf("kube: Rules for %s: field rule %d (a %s) points outside the value given to Rules, so it names no field of %s", t, i+1, fr.typ, t))
+			continue
+		}
+		index, err := fieldAt(t, p-base, fr.typ)
+		if err != nil {
+			r.errs = append(r.errs, fmt.Errorf("kube: Rules for %s: field rule %d (a %s): %w", t, i+1, fr.typ, err))
+			continue
+		}
+		fr.index = index
+		fr.ptr = nil // Rules keeps no pointer into v.
+		r.fields = append(r.fields, fr)
+	}
+	return r
+}
+
+// Schema gives T's schema whole, for a type that encodes itself, whose
+// schema can't be reflected: a type that implements json.Marshaler, such as
+// one that encodes as a string. s is used as it is wherever T appears,
+// except that a field of type *T is nullable as any pointer field is, and a
+// field's own constraints are added to it. It must be a structural schema,
+// which the API server checks when the CRD is applied.
+func Schema[T any](s apiextensionsv1.JSONSchemaProps) TypeRules {
+	return TypeRules{typ: reflect.TypeFor[T](), schema: s.DeepCopy()}
+}
+
+// Description describes the type itself: it is the description of every
+// property of the type, unless the field has its own Description.
+func (r TypeRules) Description(s string) TypeRules {
+	r.description = &s
+	return r
+}
+
+// Validation constrains the type itself with a CEL rule that the API server
+// checks, such as "self.minReplicas <= self.maxReplicas", and the message it
+// reports when the rule is false. The rule is added as an
+// x-kubernetes-validations entry wherever the type appears, including where
+// a struct of the type is embedded in another. CRD doesn't compile the
+// rule: the API server compiles it when the CRD is applied.
+func (r TypeRules) Validation(rule, message string) TypeRules {
+	r.validations = append(slices.Clip(r.validations), apiextensionsv1.ValidationRule{Rule: rule, Message: message})
+	return r
+}
+
+// FieldRule is a FieldOf of any type: one field and its constraints.
+type FieldRule interface {
+	fieldRule() fieldRule
+}
+
+// fieldRule is a FieldOf without its type parameter.
+type fieldRule struct {
+	ptr   unsafe.Pointer // from Field, until Rules resolves it
+	typ   reflect.Type   // the field's type
+	index []int          // the field's index sequence, from Rules
+
+	defaulted   bool
+	constraints []constraint
+}
+
+// constraint is one method of FieldOf, applied to the field's schema.
+type constraint struct {
+	name  string
+	apply func(s *apiextensionsv1.JSONSchemaProps) error
+}
+
+// FieldOf is a field of type T, and its constraints. Each method returns a
+// copy with one more constraint. A constraint that doesn't fit the field's
+// type, such as Pattern on a number, is an error from CRD. A constraint set
+// twice takes its last value.
+type FieldOf[T any] struct {
+	r fieldRule
+}
+
+// Field names the field p points to. p must point to a field of the value
+// given to Rules.
+func Field[T any](p *T) FieldOf[T] {
+	return FieldOf[T]{r: fieldRule{ptr: unsafe.Pointer(p), typ: reflect.TypeFor[T]()}}
+}
+
+func (f FieldOf[T]) fieldRule() fieldRule { return f.r }
+
+func (f FieldOf[T]) with(name string, apply func(s *apiextensionsv1.JSONSchemaProps) error) FieldOf[T] {
+	f.r.constraints = append(slices.Clip(f.r.constraints), constraint{name: name, apply: apply})
+	return f
+}
+
+// Description describes the field, as kubectl explain shows it.
+func (f FieldOf[T]) Description(s string) FieldOf[T] {
+	return f.with("Description", func(p *apiextensionsv1.JSONSchemaProps) error {
+		p.Description = s
+		return nil
+	})
+}
+
+// Default is the value the API server gives the field when an object leaves
+// it out, encoded as encoding/json encodes v. A field with a Default is
+// optional. The API server checks the default against the field's schema
+// when the CRD is applied.
+func (f FieldOf[T]) Default(v T) FieldOf[T] {
+	f = f.with("Default", func(p *apiextensionsv1.JSONSchemaProps) error {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encoding its value: %w", err)
+		}
+		p.Default = &apiextensionsv1.JSON{Raw: raw}
+		return nil
+	})
+	f.r.defaulted = true
+	return f
+}
+
+// Enum limits the field to values, each encoded as encoding/json encodes
+// it.
+func (f FieldOf[T]) Enum(values ...T) FieldOf[T] {
+	return f.with("Enum", func(p *apiextensionsv1.JSONSchemaProps) error {
+		if len(values) == 0 {
+			return fmt.Errorf("has no values")
+		}
+		p.Enum = make([]apiextensionsv1.JSON, 0, len(values))
+		for _, v := range values {
+			raw, err := json.Marshal(v)
+			if err != nil {
+				return fmt.Errorf("encoding %v: %w", v, err)
+			}
+			p.Enum = append(p.Enum, apiextensionsv1.JSON{Raw: raw})
+		}
+		return nil
+	})
+}
+
+// Minimum is the field's least value, inclusive. It fits a number.
+func (f FieldOf[T]) Minimum(v T) FieldOf[T] {
+	return f.with("Minimum", func(p *apiextensionsv1.JSONSchemaProps) error {
+		n, err := number(p, v)
+		p.Minimum = &n
+		return err
+	})
+}
+
+// Maximum is the field's greatest value, inclusive. It fits a number.
+func (f FieldOf[T]) Maximum(v T) FieldOf[T] {
+	return f.with("Maximum", func(p *apiextensionsv1.JSONSchemaProps) error {
+		n, err := number(p, v)
+		p.Maximum = &n
+		return err
+	})
+}
+
+// MinLength is the field's least length, in characters. It fits a string.
+func (f FieldOf[T]) MinLength(n int) FieldOf[T] {
+	return f.with("MinLength", func(p *apiextensionsv1.JSONSchemaProps) error {
+		v := int64(n)
+		p.MinLength = &v
+		return fits(p, "string", n)
+	})
+}
+
+// MaxLength is the field's greatest length, in characters. It fits a
+// string. The API server's cost limits on CEL rules often need one.
+func (f FieldOf[T]) MaxLength(n int) FieldOf[T] {
+	return f.with("MaxLength", func(p *apiextensionsv1.JSONSchemaProps) error {
+		v := int64(n)
+		p.MaxLength = &v
+		return fits(p, "string", n)
+	})
+}
+
+// Pattern is a regular expression the field matches. It fits a string.
+// The API server matches it with Go's regexp package, as re was compiled.
+func (f FieldOf[T]) Pattern(re *regexp.Regexp) FieldOf[T] {
+	return f.with("Pattern", func(p *apiextensionsv1.JSONSchemaProps) error {
+		if re == nil {
+			return fmt.Errorf("is nil")
+		}
+		p.Pattern = re.String()
+		return fits(p, "string", 0)
+	})
+}
+
+// MinItems is the field's least number of items. It fits a slice or an
+// array.
+func (f FieldOf[T]) MinItems(n int) FieldOf[T] {
+	return f.with("MinItems", func(p *apiextensionsv1.JSONSchemaProps) error {
+		v := int64(n)
+		p.MinItems = &v
+		return fits(p, "array", n)
+	})
+}
+
+// MaxItems is the field's greatest number of items. It fits a slice or an
+// array. The API server's cost limits on CEL rules often need one.
+func (f FieldOf[T]) MaxItems(n int) FieldOf[T] {
+	return f.with("MaxItems", func(p *apiextensionsv1.JSONSchemaProps) error {
+		v := int64(n)
+		p.MaxItems = &v
+		return fits(p, "array", n)
+	})
+}
+
+// ListSet makes the field a set: its items are unique, and server-side
+// apply merges them one by one (x-kubernetes-list-type: set). It fits a
+// slice or an array whose items are scalars or arrays, not structs or maps.
+func (f FieldOf[T]) ListSet() FieldOf[T] {
+	return f.with("ListSet", func(p *apiextensionsv1.JSONSchemaProps) error {
+		set := "set"
+		p.XListType = &set
+		p.XListMapKeys = nil
+		if err := fits(p, "array", 0); err != nil {
+			return err
+		}
+		if it := items(p); it != nil && it.Type == "object" {
+			return fmt.Errorf("fits a list of scalars, not of objects: use ListMap")
+		}
+		return nil
+	})
+}
+
+// ListMap makes the field a map keyed by keys, the JSON names of fields of
+// its items: no two items have the same keys, and server-side apply merges
+// them by their keys (x-kubernetes-list-type: map). It fits a slice or an
+// array of structs. As the API server requires, each key is a scalar field
+// of the item that is required or has a Default, and not nullable, and the
+// items themselves aren't nullable.
+func (f FieldOf[T]) ListMap(keys ...string) FieldOf[T] {
+	keys = slices.Clone(keys)
+	return f.with("ListMap", func(p *apiextensionsv1.JSONSchemaProps) error {
+		m := "map"
+		p.XListType = &m
+		p.XListMapKeys = keys
+		if err := fits(p, "array", 0); err != nil {
+			return err
+		}
+		if len(keys) == 0 {
+			return fmt.Errorf("has no keys")
+		}
+		it := items(p)
+		if it == nil || it.Type != "object" || len(it.Properties) == 0 {
+			return fmt.Errorf("fits a list of structs")
+		}
+		if it.Nullable {
+			return fmt.Errorf("fits a list of structs, not of pointers, whose items can be null")
+		}
+		var errs []error
+		for i, k := range keys {
+			prop, ok := it.Properties[k]
+			switch {
+			case !ok:
+				errs = append(errs, fmt.Errorf("key %q is not a field of the items", k))
+				continue
+			case slices.Contains(keys[:i], k):
+				errs = append(errs, fmt.Errorf("key %q is given twice", k))
+			case prop.Type == "object" || prop.Type == "array":
+				errs = append(errs, fmt.Errorf("key %q is a %s, not a scalar", k, prop.Type))
+			case prop.Nullable:
+				errs = append(errs, fmt.Errorf("key %q is nullable, and a key can't be", k))
+			case prop.Default == nil && !slices.Contains(it.Required, k):
+				errs = append(errs, fmt.Errorf("key %q is optional: a key must be required (no omitempty or omitzero) or have a Default", k))
+			}
+		}
+		return joinErrs(errs)
+	})
+}
+
+// Validation constrains the field with a CEL rule that the API server
+// checks, in which self is the field's value, such as "self.size() <= 10",
+// and the message it reports when the rule is false. CRD doesn't compile
+// the rule: the API server compiles it when the CRD is applied.
+func (f FieldOf[T]) Validation(rule, message string) FieldOf[T] {
+	return f.with("Validation", func(p *apiextensionsv1.JSONSchemaProps) error {
+		p.XValidations = append(p.XValidations, apiextensionsv1.ValidationRule{Rule: rule, Message: message})
+		return nil
+	})
+}
+
+// items is the schema of an array's items, or nil.
+func items(p *apiextensionsv1.JSONSchemaProps) *apiextensionsv1.JSONSchemaProps {
+	if p.Items == nil {
+		return nil
+	}
+	return p.Items.Schema
+}
+
+// fits reports whether the schema p is of type want, and n isn't negative.
+func fits(p *apiextensionsv1.JSONSchemaProps, want string, n int) error {
+	if p.Type != want {
+		return fmt.Errorf("fits a field of type %s, not %s", want, describeType(p))
+	}
+	if n < 0 {
+		return fmt.Errorf("is %d, which is negative", n)
+	}
+	return nil
+}
+
+// number is v as a float64, for a field whose schema is a number.
+func number(p *apiextensionsv1.JSONSchemaProps, v any) (float64, error) {
+	if p.Type != "integer" && p.Type != "number" {
+		return 0, fmt.Errorf("fits a number, not %s", describeType(p))
+	}
+	rv := reflect.ValueOf(v)
+	for rv.Kind() == reflect.Pointer {
+		if rv.IsNil() {
+			return 0, fmt.Errorf("is a nil pointer")
+		}
+		rv = rv.Elem()
+	}
+	switch rv.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return float64(rv.Int()), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return float64(rv.Uint()), nil
+	case reflect.Float32, reflect.Float64:
+		return rv.Float(), nil
+	}
+	return 0, fmt.Errorf("fits a number, not a %s", rv.Type())
+}
+
+func describeType(p *apiextensionsv1.JSONSchemaProps) string {
+	switch {
+	case p.XIntOrString:
+		return "int-or-string"
+	case p.Type == "":
+		return "a schema of no type"
+	}
+	return p.Type
+}
+
+// fieldAt is the index sequence of the field of struct type t at offset
+// off whose type is ft: a field of t, or one promoted from a struct
+// embedded in t by value.
+func fieldAt(t reflect.Type, off uintptr, ft reflect.Type) ([]int, error) {
+	if t.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("%s is not a struct, so it has no fields", t)
+	}
+	if index := promotedAt(t, off, ft); index != nil {
+		return index, nil
+	}
+	// Not a field of t: say where it points instead.
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if off < f.Offset || off >= f.Offset+f.Type.Size() {
+			continue
+		}
+		switch {
+		case f.Type.Kind() == reflect.Struct && promotedAt(f.Type, off-f.Offset, ft) != nil:
+			return nil, fmt.Errorf("it names a field of %s's field %s, of type %s: constrain it in Rules for %s", t, f.Name, f.Type, f.Type)
+		case f.Type.Kind() == reflect.Array:
+			return nil, fmt.Errorf("it points into the array %s.%s, not at a field", t, f.Name)
+		}
+	}
+	return nil, fmt.Errorf("it names no field of %s", t)
+}
+
+// promotedAt is fieldAt for a field of t or one promoted from an embedded
+// struct, or nil.
+func promotedAt(t reflect.Type, off uintptr, ft reflect.Type) []int {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Offset == off && f.Type == ft {
+			return []int{i}
+		}
+	}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.Anonymous || f.Type.Kind() != reflect.Struct || off < f.Offset || off >= f.Offset+f.Type.Size() {
+			continue
+		}
+		if index := promotedAt(f.Type, off-f.Offset, ft); index != nil {
+			return append([]int{i}, index...)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,66 @@
+package kube_test
+
+import (
+	"flag"
+	"os"
+	"regexp"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/z5labs/humus/kube"
+)
+
+// The Memcached types of the spec's "In use", as an end user writes them.
+
+type MemcachedSpec struct {
+	Size  int32  `json:"size"`
+	Image string `json:"image"`
+}
+
+type MemcachedStatus struct {
+	ReadyReplicas int32              `json:"readyReplicas,omitempty"`
+	Conditions    []metav1.Condition `json:"conditions,omitempty"`
+}
+
+var (
+	spec   MemcachedSpec
+	status MemcachedStatus
+
+	Memcached = kube.Resource[MemcachedSpec, MemcachedStatus]{
+		Group:   "cache.example.com",
+		Version: "v1alpha1",
+		Kind:    "Memcached",
+		Plural:  "memcacheds",
+		Scope:   kube.Namespaced,
+		Rules: []kube.TypeRules{
+			kube.Rules(&spec,
+				kube.Field(&spec.Size).Minimum(1).Maximum(3).Description("How many memcached pods run."),
+				kube.Field(&spec.Image).Pattern(regexp.MustCompile(`^memcached:`)).Default("memcached:1.6.26-alpine3.19"),
+			),
+			kube.Rules(&status,
+				kube.Field(&status.Conditions).ListMap("type"),
+			),
+		},
+	}
+)
+
+var update = flag.Bool("update", false, "rewrite the golden CRDs in testdata")
+
+// TestMemcachedCRD is the spec's golden test: a change to the types that
+// isn't in the YAML fails go test.
+func TestMemcachedCRD(t *testing.T) {
+	crd, err := Memcached.CRD()
+	require.NoError(t, err)
+	got, err := yaml.Marshal(crd)
+	require.NoError(t, err)
+	const golden = "testdata/memcacheds.cache.example.com.yaml"
+	if *update {
+		require.NoError(t, os.WriteFile(golden, got, 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	require.Equal(t, string(want), string(got))
+}

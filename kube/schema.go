@@ -1,0 +1,507 @@
+package kube
+
+import (
+	"cmp"
+	"encoding"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"unicode"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+var (
+	marshalerType     = reflect.TypeFor[json.Marshaler]()
+	textMarshalerType = reflect.TypeFor[encoding.TextMarshaler]()
+
+	timeType        = reflect.TypeFor[metav1.Time]()
+	microTimeType   = reflect.TypeFor[metav1.MicroTime]()
+	durationType    = reflect.TypeFor[metav1.Duration]()
+	quantityType    = reflect.TypeFor[resource.Quantity]()
+	intOrStringType = reflect.TypeFor[intstr.IntOrString]()
+	rawType         = reflect.TypeFor[runtime.RawExtension]()
+	objectMetaType  = reflect.TypeFor[metav1.ObjectMeta]()
+)
+
+// reflector reflects Go types into one structural schema, constrained by
+// a Resource's Rules. It collects every mistake it finds, rather than
+// stopping at the first.
+type reflector struct {
+	rules    map[reflect.Type]*TypeRules
+	used     map[reflect.Type]bool
+	visiting map[reflect.Type]bool
+	reported map[string]bool
+	errs     []error
+}
+
+func newReflector(rules []TypeRules) *reflector {
+	b := &reflector{
+		rules:    make(map[reflect.Type]*TypeRules, len(rules)),
+		used:     make(map[reflect.Type]bool, len(rules)),
+		visiting: make(map[reflect.Type]bool),
+		reported: make(map[string]bool),
+	}
+	for i := range rules {
+		r := &rules[i]
+		b.errs = append(b.errs, r.errs...)
+		if r.typ == nil {
+			b.errs = append(b.errs, fmt.Errorf("kube: Rules[%d] is a zero TypeRules, which names no type: make it with Rules or Schema", i))
+			continue
+		}
+		if _, ok := b.rules[r.typ]; ok {
+			b.errs = append(b.errs, fmt.Errorf("kube: two Rules for %s: a type has one Rules, or one Schema", r.typ))
+			continue
+		}
+		b.rules[r.typ] = r
+	}
+	return b
+}
+
+// report adds err once for key, so a type that appears in many places is
+// reported once.
+func (b *reflector) report(key string, err error) {
+	if b.reported[key] {
+		return
+	}
+	b.reported[key] = true
+	b.errs = append(b.errs, err)
+}
+
+// finish reports the Rules of types that appear nowhere, and the rules on
+// fields that aren't encoded, and returns every error found.
+func (b *reflector) finish() error {
+	types := make([]reflect.Type, 0, len(b.rules))
+	for t := range b.rules {
+		types = append(types, t)
+	}
+	slices.SortFunc(types, func(a, b reflect.Type) int { return strings.Compare(a.String(), b.String()) })
+	for _, t := range types {
+		r := b.rules[t]
+		if !b.used[t] {
+			b.errs = append(b.errs, fmt.Errorf("kube: Rules for %s: %s appears nowhere in Spec or Status", t, t))
+			continue
+		}
+		if len(r.fields) == 0 || t.Kind() != reflect.Struct {
+			continue
+		}
+		fields, _ := jsonFields(t)
+		for _, f := range r.fields {
+			if !slices.ContainsFunc(fields, func(jf jsonField) bool { return slices.Equal(jf.index, f.index) }) {
+				b.errs = append(b.errs, fmt.Errorf("kube: Rules for %s: field %s isn't encoded (it is unexported, tagged json:\"-\", or hidden by another field of its name), so it has no schema to constrain", t, goFieldName(t, f.index)))
+			}
+		}
+	}
+	return joinErrs(b.errs)
+}
+
+// schema is t's schema, at path.
+func (b *reflector) schema(t reflect.Type, path string) apiextensionsv1.JSONSchemaProps {
+	r := b.rules[t]
+	if r != nil {
+		b.used[t] = true
+	}
+	var s apiextensionsv1.JSONSchemaProps
+	if r != nil && r.schema != nil {
+		s = *r.schema.DeepCopy()
+	} else {
+		s = b.reflect(t, path)
+	}
+	if r != nil {
+		if r.description != nil {
+			s.Description = *r.description
+		}
+		s.XValidations = append(s.XValidations, r.validations...)
+	}
+	return s
+}
+
+// reflect is t's schema, without its own type's rules.
+func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSchemaProps {
+	switch t {
+	case timeType, microTimeType:
+		return apiextensionsv1.JSONSchemaProps{Type: "string", Format: "date-time"}
+	case durationType:
+		return apiextensionsv1.JSONSchemaProps{Type: "string"}
+	case quantityType, intOrStringType:
+		return apiextensionsv1.JSONSchemaProps{
+			XIntOrString: true,
+			AnyOf:        []apiextensionsv1.JSONSchemaProps{{Type: "integer"}, {Type: "string"}},
+		}
+	case rawType:
+		return apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}
+	case objectMetaType:
+		return apiextensionsv1.JSONSchemaProps{Type: "object"}
+	}
+	if t.Kind() != reflect.Pointer && (t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType)) {
+		b.report("marshaler "+t.String(), fmt.Errorf("kube: %s: %s implements json.Marshaler, so its fields aren't its encoding: give its schema with kube.Schema[%s]", path, t, t))
+		return apiextensionsv1.JSONSchemaProps{Type: "object"}
+	}
+	if t.Kind() != reflect.Pointer && (t.Implements(textMarshalerType) || reflect.PointerTo(t).Implements(textMarshalerType)) {
+		// encoding/json encodes a TextMarshaler as a JSON string.
+		return apiextensionsv1.JSONSchemaProps{Type: "string"}
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return apiextensionsv1.JSONSchemaProps{Type: "boolean"}
+	case reflect.Int8, reflect.Int16, reflect.Int32, reflect.Uint8, reflect.Uint16:
+		return apiextensionsv1.JSONSchemaProps{Type: "integer", Format: "int32"}
+	case reflect.Int, reflect.Int64, reflect.Uint, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return apiextensionsv1.JSONSchemaProps{Type: "integer", Format: "int64"}
+	case reflect.Float32, reflect.Float64:
+		return apiextensionsv1.JSONSchemaProps{Type: "number"}
+	case reflect.String:
+		return apiextensionsv1.JSONSchemaProps{Type: "string"}
+	case reflect.Pointer:
+		return b.element(t, path)
+	case reflect.Slice, reflect.Array:
+		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
+			// As encoding/json: base64, unless the byte type encodes itself.
+			p := reflect.PointerTo(t.Elem())
+			if !p.Implements(marshalerType) && !p.Implements(textMarshalerType) {
+				return apiextensionsv1.JSONSchemaProps{Type: "string", Format: "byte"}
+			}
+		}
+		if !b.enter(t, path) {
+			return apiextensionsv1.JSONSchemaProps{Type: "array"}
+		}
+		defer b.leave(t)
+		items := b.element(t.Elem(), path+"[*]")
+		return apiextensionsv1.JSONSchemaProps{Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &items}}
+	case reflect.Map:
+		if t.Key().Kind() != reflect.String {
+			b.report("map "+t.String(), fmt.Errorf("kube: %s: %s has keys of type %s: a map's keys must be strings", path, t, t.Key()))
+			return apiextensionsv1.JSONSchemaProps{Type: "object"}
+		}
+		if !b.enter(t, path) {
+			return apiextensionsv1.JSONSchemaProps{Type: "object"}
+		}
+		defer b.leave(t)
+		values := b.element(t.Elem(), path+"[*]")
+		return apiextensionsv1.JSONSchemaProps{Type: "object", AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &values}}
+	case reflect.Struct:
+		if !b.enter(t, path) {
+			return apiextensionsv1.JSONSchemaProps{Type: "object"}
+		}
+		defer b.leave(t)
+		return b.object(t, path)
+	case reflect.Interface:
+		b.report("kind "+t.String(), fmt.Errorf("kube: %s: %s is an interface, whose encoding has no schema", path, t))
+	case reflect.Chan:
+		b.report("kind "+t.String(), fmt.Errorf("kube: %s: %s is a channel, which encoding/json can't encode", path, t))
+	case reflect.Func:
+		b.report("kind "+t.String(), fmt.Errorf("kube: %s: %s is a function, which encoding/json can't encode", path, t))
+	default:
+		b.report("kind "+t.String(), fmt.Errorf("kube: %s: %s is a %s, which encoding/json can't encode", path, t, t.Kind()))
+	}
+	return apiextensionsv1.JSONSchemaProps{Type: "object"}
+}
+
+// element is the schema of an item of an array or a value of a map: a
+// pointer's is its element's, nullable, since a nil pointer encodes as null.
+func (b *reflector) element(t reflect.Type, path string) apiextensionsv1.JSONSchemaProps {
+	if t.Kind() != reflect.Pointer {
+		return b.schema(t, path)
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	s := b.schema(t, path)
+	s.Nullable = true
+	return s
+}
+
+// enter marks t as being reflected at path, and reports a type that
+// contains itself.
+func (b *reflector) enter(t reflect.Type, path string) bool {
+	if b.visiting[t] {
+		b.report("recursive "+t.String(), fmt.Errorf("kube: %s: %s contains itself, which a schema without $ref can't express", path, t))
+		return false
+	}
+	b.visiting[t] = true
+	return true
+}
+
+func (b *reflector) leave(t reflect.Type) { delete(b.visiting, t) }
+
+// object is the schema of struct type t: a property for each field that
+// encoding/json encodes, constrained by the Rules of t and of the structs
+// embedded in it.
+func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSchemaProps {
+	fields, inlined := jsonFields(t)
+	s := apiextensionsv1.JSONSchemaProps{Type: "object"}
+	if len(fields) > 0 {
+		s.Properties = make(map[string]apiextensionsv1.JSONSchemaProps, len(fields))
+	}
+	for _, f := range fields {
+		fpath := path + "." + f.name
+		var p apiextensionsv1.JSONSchemaProps
+		ft := f.typ
+		ptr := ft.Kind() == reflect.Pointer
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+		if f.quoted {
+			p = apiextensionsv1.JSONSchemaProps{Type: "string"}
+		} else {
+			p = b.schema(ft, fpath)
+		}
+		if ptr && !f.omit {
+			p.Nullable = true
+		}
+		required := !f.omit && !f.viaPointer
+		// The rules of each struct along the field's index sequence, the
+		// innermost first, so the outer type's rules win.
+		owner := make([]reflect.Type, len(f.index))
+		ot := t
+		for i, x := range f.index {
+			owner[i] = ot
+			ot = ot.Field(x).Type
+			for ot.Kind() == reflect.Pointer {
+				ot = ot.Elem()
+			}
+		}
+		for i := len(f.index) - 1; i >= 0; i-- {
+			r := b.rules[owner[i]]
+			if r == nil {
+				continue
+			}
+			for _, fr := range r.fields {
+				if !slices.Equal(fr.index, f.index[i:]) {
+					continue
+				}
+				if fr.defaulted {
+					required = false
+				}
+				for _, c := range fr.constraints {
+					if err := c.apply(&p); err != nil {
+						b.report(fmt.Sprintf("rule %s %v %s", owner[i], fr.index, c.name), fmt.Errorf("kube: %s: Rules for %s: %s: %s %w", fpath, owner[i], goFieldName(owner[i], fr.index), c.name, err))
+					}
+				}
+			}
+		}
+		s.Properties[f.name] = p
+		if required {
+			s.Required = append(s.Required, f.name)
+		}
+	}
+	// An embedded struct's own validations hold of the struct it is
+	// inlined in, since its fields are there.
+	for _, e := range inlined {
+		if r := b.rules[e]; r != nil {
+			b.used[e] = true
+			s.XValidations = append(s.XValidations, r.validations...)
+		}
+	}
+	return s
+}
+
+// jsonField is a field as encoding/json encodes it.
+type jsonField struct {
+	name       string
+	tagged     bool
+	index      []int
+	typ        reflect.Type
+	omit       bool // omitempty or omitzero
+	quoted     bool // the ",string" option, on a scalar
+	viaPointer bool // promoted through an embedded pointer, so absent when it is nil
+}
+
+// jsonFields are the fields encoding/json encodes of struct type t, in
+// their index order, and the struct types it inlines, by the rules of
+// encoding/json's typeFields: the shallowest field of a name wins, then the
+// one tagged with the name, and a tie hides them all.
+func jsonFields(t reflect.Type) ([]jsonField, []reflect.Type) {
+	type walk struct {
+		typ        reflect.Type
+		index      []int
+		viaPointer bool
+	}
+	var (
+		current []walk
+		next    = []walk{{typ: t}}
+
+		count, nextCount = map[reflect.Type]int{}, map[reflect.Type]int{}
+		visited          = map[reflect.Type]bool{}
+
+		fields  []jsonField
+		inlined []reflect.Type
+	)
+	for len(next) > 0 {
+		current, next = next, current[:0]
+		count, nextCount = nextCount, map[reflect.Type]int{}
+		for _, w := range current {
+			if visited[w.typ] {
+				continue
+			}
+			visited[w.typ] = true
+			if w.typ != t {
+				inlined = append(inlined, w.typ)
+			}
+			for i := range w.typ.NumField() {
+				sf := w.typ.Field(i)
+				if sf.Anonymous {
+					et := sf.Type
+					if et.Kind() == reflect.Pointer {
+						et = et.Elem()
+					}
+					if !sf.IsExported() && et.Kind() != reflect.Struct {
+						continue
+					}
+				} else if !sf.IsExported() {
+					continue
+				}
+				tag := sf.Tag.Get("json")
+				if tag == "-" {
+					continue
+				}
+				name, opts, _ := strings.Cut(tag, ",")
+				if !validTagName(name) {
+					name = ""
+				}
+				index := append(slices.Clip(w.index), i)
+				ft := sf.Type
+				isPtr := false
+				if ft.Name() == "" && ft.Kind() == reflect.Pointer {
+					ft = ft.Elem()
+					isPtr = true
+				}
+				if name != "" || !sf.Anonymous || ft.Kind() != reflect.Struct {
+					f := jsonField{
+						name:       name,
+						tagged:     name != "",
+						index:      index,
+						typ:        sf.Type,
+						viaPointer: w.viaPointer,
+					}
+					if f.name == "" {
+						f.name = sf.Name
+					}
+					for opt := range strings.SplitSeq(opts, ",") {
+						switch opt {
+						case "omitempty", "omitzero":
+							f.omit = true
+						case "string":
+							switch ft.Kind() {
+							case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+								reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+								reflect.Float32, reflect.Float64, reflect.String:
+								f.quoted = true
+							}
+						}
+					}
+					fields = append(fields, f)
+					if count[w.typ] > 1 {
+						// A second copy, so the tie below hides it.
+						fields = append(fields, fields[len(fields)-1])
+					}
+					continue
+				}
+				nextCount[ft]++
+				if nextCount[ft] == 1 {
+					next = append(next, walk{typ: ft, index: index, viaPointer: w.viaPointer || isPtr})
+				}
+			}
+		}
+	}
+
+	slices.SortFunc(fields, func(a, b jsonField) int {
+		return cmp.Or(
+			strings.Compare(a.name, b.name),
+			cmp.Compare(len(a.index), len(b.index)),
+			boolCompare(b.tagged, a.tagged),
+			slices.Compare(a.index, b.index),
+		)
+	})
+	out := fields[:0]
+	for advance, i := 0, 0; i < len(fields); i += advance {
+		fi := fields[i]
+		for advance = 1; i+advance < len(fields); advance++ {
+			if fields[i+advance].name != fi.name {
+				break
+			}
+		}
+		if advance == 1 {
+			out = append(out, fi)
+			continue
+		}
+		if dominant, ok := dominantField(fields[i : i+advance]); ok {
+			out = append(out, dominant)
+		}
+	}
+	slices.SortFunc(out, func(a, b jsonField) int { return slices.Compare(a.index, b.index) })
+	return out, inlined
+}
+
+// dominantField is encoding/json's: the shallowest field of a name, unless
+// two are as shallow, which hides them all.
+func dominantField(fields []jsonField) (jsonField, bool) {
+	if len(fields) > 1 && len(fields[0].index) == len(fields[1].index) && fields[0].tagged == fields[1].tagged {
+		return jsonField{}, false
+	}
+	return fields[0], true
+}
+
+func boolCompare(a, b bool) int {
+	switch {
+	case a == b:
+		return 0
+	case !a:
+		return -1
+	}
+	return 1
+}
+
+// validTagName is encoding/json's isValidTag.
+func validTagName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		switch {
+		case strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c):
+		case !unicode.IsLetter(c) && !unicode.IsDigit(c):
+			return false
+		}
+	}
+	return true
+}
+
+// goFieldName is the Go selector of the field at index in t, such as
+// MemcachedSpec.Image.
+func goFieldName(t reflect.Type, index []int) string {
+	var sb strings.Builder
+	sb.WriteString(t.Name())
+	for _, x := range index {
+		for t.Kind() == reflect.Pointer {
+			t = t.Elem()
+		}
+		if t.Kind() != reflect.Struct || x >= t.NumField() {
+			break
+		}
+		f := t.Field(x)
+		sb.WriteString(".")
+		sb.WriteString(f.Name)
+		t = f.Type
+	}
+	return sb.String()
+}
+
+func joinErrs(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}
+
+func ptrTo[T any](v T) *T { return &v }
