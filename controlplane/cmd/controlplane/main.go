@@ -1,0 +1,106 @@
+// Command controlplane builds and runs the local Kubernetes control plane of
+// package github.com/z5labs/humus/controlplane.
+//
+// Usage:
+//
+//	controlplane build [-bin dir]
+//	controlplane up [-bin dir] [-workloads] [-controllers a,b]
+//
+// build builds etcd, kube-apiserver and kube-controller-manager into the
+// cache (once per version; a cold build takes minutes). up builds if needed,
+// starts the control plane, prints its kubeconfig path, and runs until
+// Ctrl-C or SIGTERM, then stops it and removes its data.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/z5labs/humus/controlplane"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+const usage = `usage:
+  controlplane build [-bin dir]
+  controlplane up [-bin dir] [-workloads] [-controllers a,b]
+`
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	fs := flag.NewFlagSet("controlplane "+args[0], flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	binDir := fs.String("bin", "", "directory of the binaries (default: the user cache, see controlplane.DefaultBinDir)")
+	var err error
+	switch args[0] {
+	case "build":
+		if err := fs.Parse(args[1:]); err != nil {
+			return 2
+		}
+		_, err = controlplane.Build(ctx, controlplane.BuildOptions{BinDir: *binDir, Progress: stderr})
+	case "up":
+		workloads := fs.Bool("workloads", false, "also run deployment-controller and replicaset-controller")
+		controllers := fs.String("controllers", "", "comma-separated extra kube-controller-manager controllers")
+		if err := fs.Parse(args[1:]); err != nil {
+			return 2
+		}
+		opts := controlplane.Options{BinDir: *binDir, Workloads: *workloads}
+		if *controllers != "" {
+			opts.ExtraControllers = strings.Split(*controllers, ",")
+		}
+		err = up(ctx, opts, stdout, stderr)
+	default:
+		fmt.Fprint(stderr, usage)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, err)
+		return 1
+	}
+	return 0
+}
+
+// up builds if needed, starts the control plane and waits for ctx (Ctrl-C)
+// or the exit of one of its processes.
+func up(ctx context.Context, opts controlplane.Options, stdout, stderr io.Writer) error {
+	if _, err := controlplane.Build(ctx, controlplane.BuildOptions{BinDir: opts.BinDir, Progress: stderr}); err != nil {
+		return err
+	}
+	c, err := controlplane.Start(ctx, opts)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, `control plane %s is up at https://%s
+kubeconfig: %s
+
+  export KUBECONFIG=%[3]s
+  HUMUS_TEST_KUBECONFIG=%[3]s go test -tags controlplane ./...
+  curl --cacert %s -H 'Authorization: Bearer %s' https://%[2]s/version
+
+Press Ctrl-C to stop.
+`, controlplane.Version, c.Server, c.Kubeconfig, filepath.Join(filepath.Dir(c.Kubeconfig), "ca.crt"), c.Token)
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(stderr, "stopping the control plane")
+		return c.Stop()
+	case <-c.Done():
+		crash := c.Err()
+		return errors.Join(crash, c.Stop())
+	}
+}

@@ -1,0 +1,361 @@
+package controlplane
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Options configures [Start]. The zero value runs the binaries in
+// [DefaultBinDir] on free ports with the base controllers, and waits up to
+// a minute for the control plane to be ready.
+type Options struct {
+	// BinDir holds the binaries ([Build] writes them). Default: DefaultBinDir().
+	BinDir string
+	// DataDir is the directory in which the run's own directory (PKI,
+	// etcd data, logs, kubeconfig) is made; that directory is removed by
+	// Stop. Default: os.TempDir().
+	DataDir string
+
+	// APIServerPort, EtcdClientPort and EtcdPeerPort are the ports on
+	// 127.0.0.1 to listen on. Default (0): free ports picked by the kernel.
+	// A port that is in use is an error.
+	APIServerPort, EtcdClientPort, EtcdPeerPort int
+
+	// Workloads adds deployment-controller and replicaset-controller to the
+	// controllers, for tests that want ReplicaSets made from Deployments.
+	// (There is no scheduler or kubelet: Pods are never run.)
+	Workloads bool
+	// ExtraControllers are added to kube-controller-manager's --controllers,
+	// in its names (with the -controller suffix, for example
+	// "job-controller"). The base list is always on: BaseControllers.
+	ExtraControllers []string
+
+	// StartTimeout bounds the whole start, until the API server is ready
+	// and the controller manager has made the default ServiceAccount.
+	// Default: 60s.
+	StartTimeout time.Duration
+}
+
+// BaseControllers are the kube-controller-manager controllers [Start] always
+// runs: the garbage collector, namespace deletion, and ServiceAccounts with
+// their tokens.
+func BaseControllers() []string {
+	return []string{
+		"garbage-collector-controller",
+		"namespace-controller",
+		"serviceaccount-controller",
+		"serviceaccount-token-controller",
+	}
+}
+
+// WorkloadControllers are the controllers Options.Workloads adds.
+func WorkloadControllers() []string {
+	return []string{"deployment-controller", "replicaset-controller"}
+}
+
+// serviceCIDR is the API server's --service-cluster-ip-range; its first
+// address is the kubernetes Service's cluster IP.
+const (
+	serviceCIDR = "10.0.0.0/24"
+	serviceIP   = "10.0.0.1"
+	issuer      = "https://kubernetes.default.svc.cluster.local"
+)
+
+// Start starts etcd, kube-apiserver and kube-controller-manager from
+// opts.BinDir on 127.0.0.1, and returns when the API server's /readyz
+// answers 200 and the controller manager has made the default
+// ServiceAccount of the default namespace (so its controllers run).
+//
+// It makes, in a new directory under opts.DataDir: a CA, a serving
+// certificate for 127.0.0.1 and localhost, a service-account signing key
+// (all in Go, ECDSA P-256), a static token file with one random admin token
+// in the group system:masters, and a kubeconfig with the CA and that token.
+// The API server authorizes with RBAC; the controller manager runs
+// BaseControllers (plus Options.Workloads and Options.ExtraControllers)
+// without leader election or a serving port.
+//
+// The processes run until [Cluster.Stop] is called or ctx is done (then
+// their process groups are killed; Stop still has to be called to remove the
+// data directory). On Linux they are also killed when this process dies.
+//
+// Errors (each one error; nothing is left running and the directory is
+// removed): binaries not built, a port in use, a process that exits while
+// starting (with the tail of its log), not ready within StartTimeout (with
+// the tail of the log of the process waited for), or ctx done.
+func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
+	binDir := opts.BinDir
+	if binDir == "" {
+		if binDir, err = DefaultBinDir(); err != nil {
+			return nil, err
+		}
+	}
+	bins := BinariesIn(binDir)
+	if err := bins.Check(); err != nil {
+		return nil, fmt.Errorf("controlplane: the %s binaries are not built (run controlplane.Build, or `go run github.com/z5labs/humus/controlplane/cmd/controlplane build`): %w", Version, err)
+	}
+	timeout := opts.StartTimeout
+	if timeout <= 0 {
+		timeout = time.Minute
+	}
+	deadline := time.Now().Add(timeout)
+
+	ports, err := pickPorts([]namedPort{
+		{"kube-apiserver", opts.APIServerPort},
+		{"etcd client", opts.EtcdClientPort},
+		{"etcd peer", opts.EtcdPeerPort},
+	})
+	if err != nil {
+		return nil, err
+	}
+	apiPort, etcdPort, peerPort := ports[0], ports[1], ports[2]
+
+	dir, err := os.MkdirTemp(opts.DataDir, "humus-controlplane-")
+	if err != nil {
+		return nil, fmt.Errorf("controlplane: making the data directory: %w", err)
+	}
+	c = &Cluster{
+		Server:  net.JoinHostPort("127.0.0.1", strconv.Itoa(apiPort)),
+		dataDir: dir,
+		exited:  make(chan struct{}),
+	}
+	defer func() {
+		if err != nil {
+			_ = c.Stop()
+			c = nil
+		}
+	}()
+
+	p, err := newPKI(time.Now(), net.ParseIP(serviceIP))
+	if err != nil {
+		return c, fmt.Errorf("controlplane: making the PKI: %w", err)
+	}
+	files, err := p.write(dir)
+	if err != nil {
+		return c, err
+	}
+	c.CA = p.CACert
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(p.CACert)
+	c.TLS = &tls.Config{RootCAs: roots, ServerName: "127.0.0.1", MinVersion: tls.VersionTLS12}
+	c.Token = randomToken()
+	tokenFile := filepath.Join(dir, "tokens.csv")
+	if err := os.WriteFile(tokenFile, []byte(c.Token+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
+		return c, fmt.Errorf("controlplane: writing the token file: %w", err)
+	}
+	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
+	if err := writeKubeconfig(c.Kubeconfig, "https://"+c.Server, c.CA, c.Token); err != nil {
+		return c, err
+	}
+	c.rest = restConfig("https://"+c.Server, c.CA, c.Token)
+
+	// etcd
+	etcdURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(etcdPort))
+	peerURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(peerPort))
+	etcd, err := c.start(ctx, Etcd, bins.Etcd, []string{
+		"--name=humus",
+		"--data-dir=" + filepath.Join(dir, "etcd"),
+		"--listen-client-urls=" + etcdURL,
+		"--advertise-client-urls=" + etcdURL,
+		"--listen-peer-urls=" + peerURL,
+		"--initial-advertise-peer-urls=" + peerURL,
+		"--initial-cluster=humus=" + peerURL,
+		"--initial-cluster-state=new",
+		"--unsafe-no-fsync", // the data is thrown away at Stop
+		"--log-level=warn",
+	})
+	if err != nil {
+		return c, err
+	}
+	plain := &http.Client{Timeout: 2 * time.Second}
+	if err := c.waitFor(ctx, deadline, etcd, func(ctx context.Context) error {
+		return get(ctx, plain, etcdURL+"/health", "")
+	}); err != nil {
+		return c, err
+	}
+
+	// kube-apiserver
+	apiserver, err := c.start(ctx, KubeAPIServer, bins.KubeAPIServer, []string{
+		"--etcd-servers=" + etcdURL,
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--cert-dir=" + dir,
+		"--tls-cert-file=" + files.ServerCert,
+		"--tls-private-key-file=" + files.ServerKey,
+		"--client-ca-file=" + files.CACert,
+		"--token-auth-file=" + tokenFile,
+		"--service-account-issuer=" + issuer,
+		"--service-account-key-file=" + files.SAPub,
+		"--service-account-signing-key-file=" + files.SAKey,
+		"--service-cluster-ip-range=" + serviceCIDR,
+		"--authorization-mode=RBAC",
+		"--profiling=false",
+	})
+	if err != nil {
+		return c, err
+	}
+	tlsClient := &http.Client{
+		Timeout:   2 * time.Second,
+		Transport: &http.Transport{TLSClientConfig: c.TLS.Clone()},
+	}
+	defer tlsClient.CloseIdleConnections()
+	base := "https://" + c.Server
+	if err := c.waitFor(ctx, deadline, apiserver, func(ctx context.Context) error {
+		return get(ctx, tlsClient, base+"/readyz", c.Token)
+	}); err != nil {
+		return c, err
+	}
+
+	// kube-controller-manager
+	controllers := BaseControllers()
+	if opts.Workloads {
+		controllers = append(controllers, WorkloadControllers()...)
+	}
+	controllers = append(controllers, opts.ExtraControllers...)
+	kcm, err := c.start(ctx, KubeControllerManager, bins.KubeControllerManager, []string{
+		"--kubeconfig=" + c.Kubeconfig,
+		"--leader-elect=false",
+		"--secure-port=0",
+		"--controllers=" + strings.Join(controllers, ","),
+		"--service-account-private-key-file=" + files.SAKey,
+		"--root-ca-file=" + files.CACert,
+		"--cluster-name=humus",
+		"--profiling=false",
+	})
+	if err != nil {
+		return c, err
+	}
+	if err := c.waitFor(ctx, deadline, kcm, func(ctx context.Context) error {
+		return get(ctx, tlsClient, base+"/api/v1/namespaces/default/serviceaccounts/default", c.Token)
+	}); err != nil {
+		return c, err
+	}
+	return c, nil
+}
+
+// namedPort is a port asked for (0: any free port) and what it is for.
+type namedPort struct {
+	name string
+	port int
+}
+
+// pickPorts returns the ports to use on 127.0.0.1: each asked-for port if it
+// is free, and a free port picked by the kernel for each 0. All are held
+// open together until the end, so the picked ports are distinct.
+func pickPorts(asked []namedPort) ([]int, error) {
+	var (
+		ports []int
+		errs  []error
+		held  []net.Listener
+	)
+	defer func() {
+		for _, l := range held {
+			l.Close()
+		}
+	}()
+	for _, a := range asked {
+		if a.port < 0 || a.port > 65535 {
+			errs = append(errs, fmt.Errorf("controlplane: %s port %d is out of range [0, 65535]", a.name, a.port))
+			ports = append(ports, 0)
+			continue
+		}
+		l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(a.port)))
+		if err != nil {
+			errs = append(errs, fmt.Errorf("controlplane: port 127.0.0.1:%d for %s is in use: %w", a.port, a.name, err))
+			ports = append(ports, 0)
+			continue
+		}
+		held = append(held, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, errors.Join(errs...)
+}
+
+// randomToken returns 32 random bytes in hex.
+func randomToken() string {
+	b := make([]byte, 32)
+	_, _ = rand.Read(b) // crypto/rand.Read does not fail
+	return hex.EncodeToString(b)
+}
+
+// get returns nil if a GET of url answers 200.
+func get(ctx context.Context, client *http.Client, url, token string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	return nil
+}
+
+// start starts one of the cluster's processes; its exit before Stop is
+// reported by Done and Err.
+func (c *Cluster) start(ctx context.Context, name, path string, args []string) (*process, error) {
+	p, err := startProcess(ctx, name, path, args, c.dataDir, c.processExited)
+	if err != nil {
+		return nil, err
+	}
+	c.mu.Lock()
+	c.procs = append(c.procs, p)
+	c.mu.Unlock()
+	return p, nil
+}
+
+func (c *Cluster) processExited(p *process) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.firstExit == nil {
+		c.firstExit = p
+		close(c.exited)
+	}
+}
+
+// waitFor polls check every 100ms until it returns nil, and fails when any
+// process of the cluster exits (with the tail of its log), when ctx is done,
+// or at deadline (with the last check error and the tail of p's log).
+func (c *Cluster) waitFor(ctx context.Context, deadline time.Time, p *process, check func(context.Context) error) error {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		err := check(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-c.exited:
+			if ctx.Err() != nil { // the exit is the kill that ctx caused
+				return fmt.Errorf("controlplane: waiting for %s to be ready: %w", p.name, context.Cause(ctx))
+			}
+			return c.Err()
+		case <-ctx.Done():
+			return fmt.Errorf("controlplane: waiting for %s to be ready: %w", p.name, context.Cause(ctx))
+		case <-timer.C:
+			return fmt.Errorf("controlplane: %s was not ready within the start timeout (last check: %v); its log ends:\n%s", p.name, err, p.logTail(20))
+		case <-tick.C:
+		}
+	}
+}
