@@ -1,0 +1,110 @@
+package health_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"testing"
+	"testing/synctest"
+
+	"github.com/stretchr/testify/require"
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/health"
+	"github.com/z5labs/humus/humustest"
+)
+
+func get(t *testing.T, h *humustest.Host, url string) (int, string) {
+	t.Helper()
+	resp, err := h.Client().Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+func TestReadinessFlipsFrom503To200WhenItsMonitorDoes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := humustest.NewHost(t)
+		var synced health.Binary
+		humustest.TestService(t, health.NewProbes(&humus.Setup{Host: h.Host}, ":8081", health.Readiness(&synced)))
+		synctest.Wait() // listening
+
+		code, body := get(t, h, "http://pod.test:8081/readyz")
+		require.Equal(t, http.StatusServiceUnavailable, code)
+		require.Equal(t, "health: unhealthy\n", body)
+
+		synced.MarkHealthy()
+		code, body = get(t, h, "http://pod.test:8081/readyz")
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, "ok\n", body)
+
+		synced.MarkUnhealthy()
+		code, _ = get(t, h, "http://pod.test:8081/readyz")
+		require.Equal(t, http.StatusServiceUnavailable, code)
+	})
+}
+
+func TestLivenessIsServedAtLivezAndNamesEveryUnhealthyMonitor(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := humustest.NewHost(t)
+		a := health.MonitorFunc(func(context.Context) error { return errors.New("a is stuck") })
+		b := health.MonitorFunc(func(context.Context) error { return errors.New("b is stuck") })
+		var ok health.Binary
+		ok.MarkHealthy()
+		humustest.TestService(t, health.NewProbes(&humus.Setup{Host: h.Host}, "127.0.0.1:9000",
+			health.Readiness(), health.Liveness(a, &ok, b)))
+		synctest.Wait()
+
+		code, body := get(t, h, "http://127.0.0.1:9000/livez")
+		require.Equal(t, http.StatusServiceUnavailable, code)
+		require.Equal(t, "a is stuck\nb is stuck\n", body)
+		code, _ = get(t, h, "http://127.0.0.1:9000/readyz")
+		require.Equal(t, http.StatusOK, code, "a probe with no monitor is healthy")
+		code, _ = get(t, h, "http://127.0.0.1:9000/metrics")
+		require.Equal(t, http.StatusNotFound, code)
+	})
+}
+
+func TestProbesServeFailsWhenItCannotListen(t *testing.T) {
+	h := humustest.NewHost(t)
+	ln, err := h.Listen(t.Context(), "tcp", ":8081")
+	require.NoError(t, err)
+	defer ln.Close()
+
+	err = health.NewProbes(&humus.Setup{Host: h.Host}, ":8081").Serve(t.Context())
+	require.ErrorContains(t, err, "health: listening for probes")
+	require.ErrorContains(t, err, "address already in use")
+}
+
+func TestProbesShutdownBeforeServeReturnsAtOnce(t *testing.T) {
+	p := health.NewProbes(&humus.Setup{Host: humustest.NewHost(t).Host}, ":8081")
+	require.NoError(t, p.Shutdown(t.Context()))
+	require.NoError(t, p.Serve(t.Context()), "Serve after Shutdown does nothing")
+}
+
+// TestProbesShutdownForcesARequestInFlightWhenItsContextEnds holds a
+// request in its Monitor past Shutdown's context.
+func TestProbesShutdownForcesARequestInFlightWhenItsContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := humustest.NewHost(t)
+		release := make(chan struct{})
+		defer close(release)
+		stuck := health.MonitorFunc(func(ctx context.Context) error { <-release; return nil })
+		p := health.NewProbes(&humus.Setup{Host: h.Host}, ":8081", health.Readiness(stuck))
+		ctx, cancel := context.WithCancel(t.Context())
+		served := make(chan error, 1)
+		go func() { served <- p.Serve(ctx) }()
+		synctest.Wait()
+		go h.Client().Get("http://pod.test:8081/readyz")
+		synctest.Wait() // the request is in flight
+
+		cancel()
+		sctx, scancel := context.WithCancel(t.Context())
+		scancel()
+		err := p.Shutdown(sctx)
+		require.ErrorIs(t, err, context.Canceled)
+		require.NoError(t, <-served)
+	})
+}
