@@ -1,0 +1,85 @@
+package config_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/z5labs/humus/config"
+	"github.com/z5labs/humus/humustest"
+)
+
+type settings struct {
+	Host      string
+	Port      string
+	Namespace string
+	Workers   int
+	Burst     int
+	Lease     time.Duration
+	Renew     time.Duration
+}
+
+func read(t *testing.T, h *humustest.Host) (settings, error) {
+	env := func(name string) config.Source { return config.Env(h.Host, name) }
+	return config.Struct(func(r *config.Resolver) settings {
+		return settings{
+			Host:      r.Get(env("KUBERNETES_SERVICE_HOST")),
+			Port:      r.GetOr(env("KUBERNETES_SERVICE_PORT"), "443"),
+			Namespace: r.Get(env("POD_NAMESPACE")),
+			Workers:   r.IntOr(env("WORKERS"), 2),
+			Burst:     r.Int(env("BURST")),
+			Lease:     r.DurationOr(env("LEASE_DURATION"), 15*time.Second),
+			Renew:     r.Duration(env("RENEW_DEADLINE")),
+		}
+	}).Read(t.Context())
+}
+
+func TestReadFillsEveryValueAndDefault(t *testing.T) {
+	h := humustest.NewHost(t)
+	h.SetEnv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+	h.SetEnv("POD_NAMESPACE", "system")
+	h.SetEnv("BURST", "20")
+	h.SetEnv("RENEW_DEADLINE", "10s")
+	h.SetEnv("WORKERS", "") // empty counts as unset
+
+	got, err := read(t, h)
+
+	require.NoError(t, err)
+	require.Equal(t, settings{
+		Host: "10.0.0.1", Port: "443", Namespace: "system",
+		Workers: 2, Burst: 20, Lease: 15 * time.Second, Renew: 10 * time.Second,
+	}, got)
+}
+
+func TestReadReportsEveryMissingAndMalformedValueInOneError(t *testing.T) {
+	h := humustest.NewHost(t)
+	h.SetEnv("POD_NAMESPACE", "system")
+	h.SetEnv("WORKERS", "two")
+	h.SetEnv("BURST", "1.5")
+	h.SetEnv("LEASE_DURATION", "15")
+
+	got, err := read(t, h)
+
+	require.Equal(t, settings{}, got)
+	require.EqualError(t, err, `config: environment variable KUBERNETES_SERVICE_HOST is required but not set
+config: environment variable WORKERS: "two" is not an integer
+config: environment variable BURST: "1.5" is not an integer
+config: environment variable LEASE_DURATION: "15" is not a duration, such as "15s" or "1h30m"
+config: environment variable RENEW_DEADLINE is required but not set`)
+}
+
+type failing struct{}
+
+func (failing) Lookup(context.Context) (string, bool, error) {
+	return "", false, errors.New("vault sealed")
+}
+func (failing) String() string { return "secret db-password" }
+
+func TestReadReportsASourceThatFails(t *testing.T) {
+	_, err := config.Struct(func(r *config.Resolver) string {
+		return r.GetOr(failing{}, "x")
+	}).Read(t.Context())
+	require.EqualError(t, err, "config: secret db-password: vault sealed")
+}
