@@ -6,6 +6,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strings"
 	"unsafe"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -395,19 +396,35 @@ func fieldAt(t reflect.Type, off uintptr, ft reflect.Type) ([]int, error) {
 		return index, nil
 	}
 	// Not a field of t: say where it points instead.
+	if owner, path := nestedAt(t, off, ft); owner != nil {
+		return nil, fmt.Errorf("it names %s, a field of the nested struct %s: constrain it in Rules for %s", path, owner, owner)
+	}
 	for i := range t.NumField() {
 		f := t.Field(i)
-		if off < f.Offset || off >= f.Offset+f.Type.Size() {
-			continue
-		}
-		switch {
-		case f.Type.Kind() == reflect.Struct && promotedAt(f.Type, off-f.Offset, ft) != nil:
-			return nil, fmt.Errorf("it names a field of %s's field %s, of type %s: constrain it in Rules for %s", t, f.Name, f.Type, f.Type)
-		case f.Type.Kind() == reflect.Array:
+		if f.Type.Kind() == reflect.Array && off >= f.Offset && off < f.Offset+f.Type.Size() {
 			return nil, fmt.Errorf("it points into the array %s.%s, not at a field", t, f.Name)
 		}
 	}
 	return nil, fmt.Errorf("it names no field of %s", t)
+}
+
+// nestedAt finds the field of type ft at offset off in a struct nested in
+// struct type t, by value: the struct type whose field it is, and its
+// selector from t, such as outer.Inner.Deep.Min.
+func nestedAt(t reflect.Type, off uintptr, ft reflect.Type) (reflect.Type, string) {
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if f.Type.Kind() != reflect.Struct || off < f.Offset || off >= f.Offset+f.Type.Size() {
+			continue
+		}
+		if index := promotedAt(f.Type, off-f.Offset, ft); index != nil {
+			return f.Type, t.Name() + "." + f.Name + strings.TrimPrefix(goFieldName(f.Type, index), f.Type.Name())
+		}
+		if owner, path := nestedAt(f.Type, off-f.Offset, ft); owner != nil {
+			return owner, t.Name() + "." + f.Name + strings.TrimPrefix(path, f.Type.Name())
+		}
+	}
+	return nil, ""
 }
 
 // promotedAt is fieldAt for a field of t or one promoted from an embedded

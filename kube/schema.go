@@ -273,16 +273,16 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 			if r == nil {
 				continue
 			}
-			for _, fr := range r.fields {
+			for k, fr := range r.fields {
 				if !slices.Equal(fr.index, f.index[i:]) {
 					continue
 				}
 				if fr.defaulted {
 					required = false
 				}
-				for _, c := range fr.constraints {
+				for n, c := range fr.constraints {
 					if err := c.apply(&p); err != nil {
-						b.report(fmt.Sprintf("rule %s %v %s", owner[i], fr.index, c.name), fmt.Errorf("kube: %s: Rules for %s: %s: %s %w", fpath, owner[i], goFieldName(owner[i], fr.index), c.name, err))
+						b.report(fmt.Sprintf("rule %s %d %d", owner[i], k, n), fmt.Errorf("kube: %s: Rules for %s: %s: %s %w", fpath, owner[i], goFieldName(owner[i], fr.index), c.name, err))
 					}
 				}
 			}
