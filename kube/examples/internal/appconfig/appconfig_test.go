@@ -1,0 +1,183 @@
+package appconfig_test
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/examples/internal/appconfig"
+)
+
+func TestInPodReadsTheServiceAccountThroughTheFS(t *testing.T) {
+	h := humustest.NewHost(t)
+	ca, _ := selfSigned(t)
+	h.WriteFile(appconfig.ServiceAccountDir+"ca.crt", ca)
+	h.WriteFile(appconfig.ServiceAccountDir+"token", []byte("first\n"))
+
+	conn, err := appconfig.InPod(h.FS, "fd00::1", "443")
+	require.NoError(t, err)
+	require.Equal(t, "[fd00::1]:443", conn.Server)
+	require.NotNil(t, conn.TLS.RootCAs)
+	tok, err := conn.Token(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, "first", tok)
+
+	// A token the kubelet rotates is read again.
+	h.WriteFile(appconfig.ServiceAccountDir+"token", []byte("second"))
+	tok, err = conn.Token(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, "second", tok)
+}
+
+func TestInPodWithoutACANamesIt(t *testing.T) {
+	h := humustest.NewHost(t)
+	_, err := appconfig.InPod(h.FS, "10.0.0.1", "443")
+	require.ErrorContains(t, err, "CA")
+
+	h.WriteFile(appconfig.ServiceAccountDir+"ca.crt", []byte("not PEM"))
+	_, err = appconfig.InPod(h.FS, "10.0.0.1", "443")
+	require.ErrorContains(t, err, "ca.crt holds no PEM certificate")
+}
+
+func TestFromKubeconfigUsesItsEmbeddedData(t *testing.T) {
+	h := humustest.NewHost(t)
+	ca, _ := selfSigned(t)
+	cert, key := selfSigned(t)
+	writeKubeconfig(t, h, "home/dev/.kube/config", &clientcmdapi.Cluster{
+		Server: "https://127.0.0.1:6443", CertificateAuthorityData: ca,
+	}, &clientcmdapi.AuthInfo{ClientCertificateData: cert, ClientKeyData: key, Token: "secret"})
+
+	conn, err := appconfig.FromKubeconfig(h.FS, "/home/dev/.kube/config", "")
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1:6443", conn.Server)
+	require.NotNil(t, conn.TLS.RootCAs)
+	require.Len(t, conn.TLS.Certificates, 1)
+	tok, err := conn.Token(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, "secret", tok)
+}
+
+func TestFromKubeconfigReadsTheFilesItNamesThroughTheFS(t *testing.T) {
+	h := humustest.NewHost(t)
+	ca, _ := selfSigned(t)
+	h.WriteFile("home/dev/.kube/ca.crt", ca)
+	h.WriteFile("run/token", []byte("from-a-file\n"))
+	writeKubeconfig(t, h, "home/dev/.kube/config", &clientcmdapi.Cluster{
+		Server: "https://k8s.example.com", CertificateAuthority: "ca.crt",
+	}, &clientcmdapi.AuthInfo{TokenFile: "/run/token"})
+
+	conn, err := appconfig.FromKubeconfig(h.FS, "/home/dev/.kube/config", "")
+	require.NoError(t, err)
+	require.Equal(t, "k8s.example.com:443", conn.Server)
+	require.NotNil(t, conn.TLS.RootCAs)
+	tok, err := conn.Token(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, "from-a-file", tok)
+}
+
+func TestFromKubeconfigRejectsWhatItLeavesToTheEndUser(t *testing.T) {
+	h := humustest.NewHost(t)
+	writeKubeconfig(t, h, "kubeconfig", &clientcmdapi.Cluster{Server: "http://127.0.0.1:8080"},
+		&clientcmdapi.AuthInfo{Exec: &clientcmdapi.ExecConfig{Command: "gke-gcloud-auth-plugin"}})
+
+	_, err := appconfig.FromKubeconfig(h.FS, "/kubeconfig", "")
+	require.ErrorContains(t, err, "the scheme must be https")
+	require.ErrorContains(t, err, "exec credential plugins are not supported")
+
+	_, err = appconfig.FromKubeconfig(h.FS, "/kubeconfig", "other")
+	require.ErrorContains(t, err, `no context "other"`)
+
+	_, err = appconfig.FromKubeconfig(h.FS, "kubeconfig", "")
+	require.ErrorContains(t, err, "must be absolute")
+}
+
+func TestReadNamesEveryMissingVariable(t *testing.T) {
+	h := humustest.NewHost(t)
+	_, err := appconfig.Read(t.Context(), &humus.Setup{Host: h.Host}, "memcached-controller")
+	for _, v := range []string{"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "POD_NAMESPACE", "POD_NAME"} {
+		require.ErrorContains(t, err, v)
+	}
+}
+
+func TestReadNamesAMalformedValue(t *testing.T) {
+	h := humustest.NewHost(t)
+	h.SetEnv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+	h.SetEnv("KUBERNETES_SERVICE_PORT", "443")
+	h.SetEnv("POD_NAMESPACE", "memcached-system")
+	h.SetEnv("POD_NAME", "memcached-controller-0")
+	h.SetEnv("LEASE_DURATION", "fifteen seconds")
+	h.SetEnv("WORKERS", "two")
+	_, err := appconfig.Read(t.Context(), &humus.Setup{Host: h.Host}, "memcached-controller")
+	require.ErrorContains(t, err, "LEASE_DURATION")
+	require.ErrorContains(t, err, "WORKERS")
+}
+
+func TestReadInAPod(t *testing.T) {
+	h := humustest.NewHost(t)
+	ca, _ := selfSigned(t)
+	h.WriteFile(appconfig.ServiceAccountDir+"ca.crt", ca)
+	h.WriteFile(appconfig.ServiceAccountDir+"token", []byte("token"))
+	h.SetEnv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+	h.SetEnv("KUBERNETES_SERVICE_PORT", "443")
+	h.SetEnv("POD_NAMESPACE", "memcached-system")
+	h.SetEnv("POD_NAME", "memcached-controller-0")
+	h.SetEnv("RETRY_PERIOD", "1s")
+
+	cfg, err := appconfig.Read(t.Context(), &humus.Setup{Host: h.Host}, "memcached-controller")
+	require.NoError(t, err)
+	require.Equal(t, "10.0.0.1:443", cfg.Connection.Server)
+	want := kube.DefaultSettings()
+	want.Name = "memcached-controller"
+	want.LeaderElection.Namespace = "memcached-system"
+	want.LeaderElection.Identity = "memcached-controller-0"
+	want.LeaderElection.RetryPeriod = time.Second
+	require.Equal(t, want, cfg.Settings)
+	require.Equal(t, ":8081", cfg.ProbesAddr)
+}
+
+// writeKubeconfig writes a kubeconfig of one context, current, to name.
+func writeKubeconfig(t *testing.T, h *humustest.Host, name string, cluster *clientcmdapi.Cluster, user *clientcmdapi.AuthInfo) {
+	t.Helper()
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["c"] = cluster
+	cfg.AuthInfos["u"] = user
+	cfg.Contexts["ctx"] = &clientcmdapi.Context{Cluster: "c", AuthInfo: "u"}
+	cfg.CurrentContext = "ctx"
+	b, err := clientcmd.Write(*cfg)
+	require.NoError(t, err)
+	h.WriteFile(name, b)
+}
+
+// selfSigned returns a self-signed certificate's PEM and its key's PEM.
+func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	require.NoError(t, err)
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	require.NoError(t, err)
+	kb, err := x509.MarshalECPrivateKey(key)
+	require.NoError(t, err)
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+}

@@ -1,0 +1,90 @@
+package appconfig
+
+import (
+	"context"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/config"
+	"github.com/z5labs/humus/kube"
+)
+
+// Config is everything an example App runs with.
+type Config struct {
+	// Connection is how the App reaches the API server: see InPod and
+	// FromKubeconfig.
+	Connection kube.Connection
+
+	// Settings configure the App's Controller.
+	Settings kube.Settings
+
+	// ProbesAddr is the address the probes Service listens on, serving
+	// /readyz, healthy once the Controller's caches have synced, and
+	// /livez.
+	ProbesAddr string
+}
+
+// The environment variables Read reads. None but POD_NAMESPACE and POD_NAME
+// is required; KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT are,
+// when KUBECONFIG is unset, and the kubelet sets them in every container.
+const (
+	EnvKubeconfig    = "KUBECONFIG"              // a kubeconfig's absolute path; set, the App runs locally
+	EnvKubeContext   = "KUBE_CONTEXT"            // the kubeconfig's context; default its current-context
+	EnvServiceHost   = "KUBERNETES_SERVICE_HOST" // in a pod: the API server's host
+	EnvServicePort   = "KUBERNETES_SERVICE_PORT" // in a pod: the API server's port
+	EnvPodNamespace  = "POD_NAMESPACE"           // the Lease's namespace, from the downward API
+	EnvPodName       = "POD_NAME"                // this replica's identity in the Lease, from the downward API
+	EnvWatchNS       = "WATCH_NAMESPACE"         // Settings.Namespace; default "", every namespace
+	EnvWorkers       = "WORKERS"                 // Settings.Workers; default 1
+	EnvLeaseDuration = "LEASE_DURATION"          // a Go duration; default 15s
+	EnvRenewDeadline = "RENEW_DEADLINE"          // a Go duration; default 10s
+	EnvRetryPeriod   = "RETRY_PERIOD"            // a Go duration; default 2s
+	EnvProbesAddr    = "PROBES_ADDR"             // default ":8081"
+)
+
+// DefaultProbesAddr is where the probes Service listens unless PROBES_ADDR
+// says otherwise.
+const DefaultProbesAddr = ":8081"
+
+// Read sources an App's Config from s.Host with the humus config package.
+// The Settings are kube.DefaultSettings with Name name, the Lease's
+// Namespace and Identity from POD_NAMESPACE and POD_NAME, and the optional
+// variables above. The Connection comes from the kubeconfig KUBECONFIG
+// names (see FromKubeconfig), or, when KUBECONFIG is unset, from the pod
+// (see InPod). It returns one error naming every variable that is missing
+// or malformed, or the error of reading the Connection.
+func Read(ctx context.Context, s *humus.Setup, name string) (Config, error) {
+	env := func(key string) config.Source { return config.Env(s.Host, key) }
+	type values struct {
+		kubeconfig, kubeContext, host, port string
+		cfg                                 Config
+	}
+	v, err := config.Struct(func(r *config.Resolver) values {
+		var v values
+		v.kubeconfig = r.GetOr(env(EnvKubeconfig), "")
+		v.kubeContext = r.GetOr(env(EnvKubeContext), "")
+		if v.kubeconfig == "" {
+			v.host = r.Get(env(EnvServiceHost))
+			v.port = r.Get(env(EnvServicePort))
+		}
+		st := kube.DefaultSettings()
+		st.Name = name
+		st.Namespace = r.GetOr(env(EnvWatchNS), "")
+		st.Workers = r.IntOr(env(EnvWorkers), st.Workers)
+		st.LeaderElection.Namespace = r.Get(env(EnvPodNamespace))
+		st.LeaderElection.Identity = r.Get(env(EnvPodName))
+		st.LeaderElection.LeaseDuration = r.DurationOr(env(EnvLeaseDuration), st.LeaderElection.LeaseDuration)
+		st.LeaderElection.RenewDeadline = r.DurationOr(env(EnvRenewDeadline), st.LeaderElection.RenewDeadline)
+		st.LeaderElection.RetryPeriod = r.DurationOr(env(EnvRetryPeriod), st.LeaderElection.RetryPeriod)
+		v.cfg = Config{Settings: st, ProbesAddr: r.GetOr(env(EnvProbesAddr), DefaultProbesAddr)}
+		return v
+	}).Read(ctx)
+	if err != nil {
+		return Config{}, err
+	}
+	if v.kubeconfig != "" {
+		v.cfg.Connection, err = FromKubeconfig(s.Host.FS, v.kubeconfig, v.kubeContext)
+	} else {
+		v.cfg.Connection, err = InPod(s.Host.FS, v.host, v.port)
+	}
+	return v.cfg, err
+}
