@@ -1,0 +1,266 @@
+// Command converge is the converge benchmark of issue #9: how fast kube's
+// Memcached controller converges N objects with W workers, and what it
+// costs, next to the kubebuilder book's controller on controller-runtime
+// v0.25.2 and next to the floor, a plain client-go program that makes the
+// two writes an object needs and nothing else.
+//
+// For each N, W and peer it starts a fresh local control plane (etcd,
+// kube-apiserver, kube-controller-manager without the deployment and
+// replicaset controllers, from the controlplane module), installs the
+// Memcached CRD from kube's Resource, creates N objects, and only then starts
+// the peer as a child process. It measures:
+//
+//   - converge: from starting the peer until its own watch sees Available
+//     True on every object;
+//   - the peer's CPU seconds (utime+stime) and peak RSS (VmHWM) from /proc
+//     then, and its heap in use (HeapInuse after a GC, which the peer reports
+//     when asked on stdin);
+//   - the API requests to memcacheds, deployments, leases and events while
+//     converging, by verb, from the API server's apiserver_request_total;
+//   - steady state (kube and controller-runtime): after the requests that
+//     convergence caused have settled, the requests in a window spanning the
+//     peer's first resync of every object, with nothing changing.
+//
+// It prints one table per N and W, with the ratios kube/controller-runtime
+// and kube/floor, and writes every figure as JSON (-json).
+//
+//	go run ./bench/cmd/converge -n 100,1000 -w 1,4,16
+//	go run ./bench/cmd/converge -smoke      # N=10, W=1: keeps it working
+//
+// Each run has a timeout (-timeout); Ctrl-C stops the peer and the control
+// plane and prints what was measured so far. With -kubeconfig it runs
+// against an existing cluster instead, deleting its namespace after each
+// run; that cluster must not run the deployment controller, or the figures
+// include its writes.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/z5labs/humus/controlplane"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "converge:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	var (
+		ns         = flag.String("n", "10,100", "object counts to run, comma separated (the issue's: 100,1000,5000)")
+		ws         = flag.String("w", "1,4", "worker counts to run, comma separated (the issue's: 1,4,16)")
+		peers      = flag.String("peers", strings.Join([]string{peerKube, peerCR, peerFloor}, ","), "peers to run")
+		smoke      = flag.Bool("smoke", false, "a tiny run, N=10 and W=1 with a 5s resync, to keep the benchmark working")
+		jsonPath   = flag.String("json", "converge.json", "where to write the figures as JSON; empty writes none")
+		timeout    = flag.Duration("timeout", 15*time.Minute, "the limit of each run (one peer at one N and W)")
+		resync     = flag.Duration("resync", 0, "the peers' resync; 0 is 20s + 20ms an object")
+		quiet      = flag.Duration("settle", 3*time.Second, "how long the requests must stay unchanged after convergence before the steady window")
+		noSteady   = flag.Bool("no-steady", false, "skip the steady-state window")
+		kubeconfig = flag.String("kubeconfig", "", "run against this existing cluster instead of a fresh control plane per run")
+		binDir     = flag.String("bindir", "", "the control plane's binaries (default: controlplane.DefaultBinDir, built if missing)")
+		peerDir    = flag.String("peer-bin", "", "a directory with prebuilt kubepeer, crpeer and floor binaries (default: built now)")
+		logDir     = flag.String("logs", "", "where the peers' stderr goes (default: a temporary directory)")
+	)
+	flag.Parse()
+	if *smoke {
+		*ns, *ws, *resync, *quiet = "10", "1", 5*time.Second, time.Second
+		if !flagSet("timeout") {
+			*timeout = 3 * time.Minute
+		}
+	}
+	objects, err := ints("-n", *ns)
+	if err != nil {
+		return err
+	}
+	workers, err := ints("-w", *ws)
+	if err != nil {
+		return err
+	}
+	var which []string
+	for _, p := range strings.Split(*peers, ",") {
+		switch p = strings.TrimSpace(p); p {
+		case peerKube, peerCR, peerFloor:
+			which = append(which, p)
+		default:
+			return fmt.Errorf("-peers: unknown peer %q (kube, controller-runtime, floor)", p)
+		}
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	tmp, err := os.MkdirTemp("", "converge-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if *logDir == "" {
+		*logDir = filepath.Join(tmp, "logs")
+	}
+	if err := os.MkdirAll(*logDir, 0o755); err != nil {
+		return err
+	}
+
+	c := config{
+		kubeconfig: *kubeconfig,
+		cp:         controlplane.Options{BinDir: *binDir},
+		timeout:    *timeout,
+		resync:     *resync,
+		settle:     *quiet,
+		logDir:     *logDir,
+		progress:   os.Stderr,
+		skipSteady: *noSteady,
+	}
+	if c.bins, err = peerBinaries(ctx, *peerDir, tmp, which); err != nil {
+		return err
+	}
+	if *kubeconfig == "" {
+		if err := ensureControlPlane(ctx, *binDir); err != nil {
+			return err
+		}
+	}
+
+	load := loadAverage()
+	var runs []Run
+	for _, n := range objects {
+		for _, w := range workers {
+			for _, p := range which {
+				if ctx.Err() != nil {
+					break
+				}
+				runs = append(runs, runOne(ctx, c, p, n, w))
+			}
+		}
+	}
+
+	rep := newReport(runs, load)
+	rep.print(os.Stdout)
+	if *jsonPath != "" {
+		b, err := json.MarshalIndent(rep, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(*jsonPath, append(b, '\n'), 0o644); err != nil {
+			return err
+		}
+		fmt.Fprintf(os.Stderr, "wrote %s\n", *jsonPath)
+	}
+	if ctx.Err() != nil {
+		return errors.New("interrupted")
+	}
+	for _, r := range runs {
+		if r.Error != "" {
+			return fmt.Errorf("%s N=%d W=%d failed: %s (peer logs in %s)", r.Peer, r.Objects, r.Workers, r.Error, *logDir)
+		}
+	}
+	return nil
+}
+
+func flagSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}
+
+func ints(name, s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || v < 1 {
+			return nil, fmt.Errorf("%s: %q is not a positive whole number", name, f)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// benchDir is the bench module's directory, found from this file.
+func benchDir() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("cannot find the bench module's source; pass -peer-bin")
+	}
+	dir := filepath.Join(filepath.Dir(file), "..", "..")
+	if _, err := os.Stat(filepath.Join(dir, "crpeer", "go.mod")); err != nil {
+		return "", fmt.Errorf("the bench module isn't at %s (pass -peer-bin): %w", dir, err)
+	}
+	return dir, nil
+}
+
+// peerBinaries returns each peer's binary: from dir, or built into tmp.
+// crpeer is built with GOWORK=off, in its own module.
+func peerBinaries(ctx context.Context, dir, tmp string, peers []string) (map[string]string, error) {
+	names := map[string]string{peerKube: "kubepeer", peerCR: "crpeer", peerFloor: "floor"}
+	bins := map[string]string{}
+	if dir != "" {
+		for _, p := range peers {
+			bins[p] = filepath.Join(dir, names[p])
+		}
+		return bins, nil
+	}
+	src, err := benchDir()
+	if err != nil {
+		return nil, err
+	}
+	for _, p := range peers {
+		out := filepath.Join(tmp, names[p])
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", out, "./cmd/"+names[p])
+		cmd.Dir = src
+		if p == peerCR {
+			cmd = exec.CommandContext(ctx, "go", "build", "-o", out, ".")
+			cmd.Dir = filepath.Join(src, "crpeer")
+			cmd.Env = append(os.Environ(), "GOWORK=off")
+		}
+		fmt.Fprintf(os.Stderr, "building %s\n", names[p])
+		if b, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("building %s: %w\n%s", names[p], err, b)
+		}
+		bins[p] = out
+	}
+	return bins, nil
+}
+
+// ensureControlPlane builds the control plane's binaries if they are
+// missing.
+func ensureControlPlane(ctx context.Context, binDir string) error {
+	dir := binDir
+	if dir == "" {
+		var err error
+		if dir, err = controlplane.DefaultBinDir(); err != nil {
+			return err
+		}
+	}
+	if controlplane.BinariesIn(dir).Check() == nil {
+		return nil
+	}
+	fmt.Fprintln(os.Stderr, "building the control plane's binaries (about 5 minutes, once)")
+	_, err := controlplane.Build(ctx, controlplane.BuildOptions{BinDir: dir, Progress: os.Stderr})
+	return err
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return strings.Join(f[:3], " ")
+}

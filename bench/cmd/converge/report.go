@@ -1,0 +1,199 @@
+package main
+
+import (
+	"fmt"
+	"io"
+
+	"runtime"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Report is what the benchmark writes as JSON.
+type Report struct {
+	When       time.Time `json:"when"`
+	GoVersion  string    `json:"go_version"`
+	CPUs       int       `json:"cpus"`
+	LoadBefore string    `json:"load_average_before"`
+	LoadAfter  string    `json:"load_average_after"`
+	Runs       []Run     `json:"runs"`
+	Ratios     []Ratios  `json:"ratios"`
+}
+
+// Ratios are kube's figures over controller-runtime's (VsCR) and over the
+// floor's (VsFloor), at one N and W; 0 where either figure is missing.
+type Ratios struct {
+	Objects int                `json:"objects"`
+	Workers int                `json:"workers"`
+	VsCR    map[string]float64 `json:"kube_over_controller_runtime"`
+	VsFloor map[string]float64 `json:"kube_over_floor"`
+}
+
+// figure is one row of the table.
+type figure struct {
+	name string
+	get  func(Run) (float64, bool)
+	unit string
+}
+
+func mib(b int64) float64 { return float64(b) / (1 << 20) }
+
+var figures = []figure{
+	{"converge_seconds", func(r Run) (float64, bool) { return r.ConvergeSeconds, true }, "s"},
+	{"cpu_seconds", func(r Run) (float64, bool) { return r.CPUSeconds, true }, "s"},
+	{"peak_rss_mib", func(r Run) (float64, bool) { return mib(r.PeakRSSBytes), true }, "MiB"},
+	{"heap_inuse_mib", func(r Run) (float64, bool) { return mib(r.HeapInuseBytes), true }, "MiB"},
+	{"requests", func(r Run) (float64, bool) { return r.RequestTotal, true }, ""},
+	{"writes", func(r Run) (float64, bool) { return r.Writes, true }, ""},
+	{"status_writes", func(r Run) (float64, bool) { return r.StatusWrites, true }, ""},
+	{"steady_requests", func(r Run) (float64, bool) {
+		if r.Steady == nil {
+			return 0, false
+		}
+		return r.Steady.RequestTotal, true
+	}, ""},
+	{"steady_writes", func(r Run) (float64, bool) {
+		if r.Steady == nil {
+			return 0, false
+		}
+		return r.Steady.Writes, true
+	}, ""},
+	{"steady_status_writes", func(r Run) (float64, bool) {
+		if r.Steady == nil {
+			return 0, false
+		}
+		return r.Steady.StatusWrites, true
+	}, ""},
+}
+
+func newReport(runs []Run, loadBefore string) *Report {
+	rep := &Report{When: time.Now().UTC(), GoVersion: runtime.Version(), CPUs: runtime.NumCPU(),
+		LoadBefore: loadBefore, LoadAfter: loadAverage(), Runs: runs}
+	for _, k := range configs(runs) {
+		kube, okK := find(runs, peerKube, k)
+		cr, okC := find(runs, peerCR, k)
+		fl, okF := find(runs, peerFloor, k)
+		ra := Ratios{Objects: k[0], Workers: k[1], VsCR: map[string]float64{}, VsFloor: map[string]float64{}}
+		for _, f := range figures {
+			kv, ok := f.get(kube)
+			if !okK || !ok {
+				continue
+			}
+			if cv, ok := f.get(cr); okC && ok && cv != 0 {
+				ra.VsCR[f.name] = kv / cv
+			}
+			if fv, ok := f.get(fl); okF && ok && fv != 0 {
+				ra.VsFloor[f.name] = kv / fv
+			}
+		}
+		rep.Ratios = append(rep.Ratios, ra)
+	}
+	return rep
+}
+
+// configs are the N and W pairs run, in order.
+func configs(runs []Run) [][2]int {
+	var out [][2]int
+	for _, r := range runs {
+		k := [2]int{r.Objects, r.Workers}
+		if !slices.Contains(out, k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// find is the successful run of peer at k.
+func find(runs []Run, peer string, k [2]int) (Run, bool) {
+	for _, r := range runs {
+		if r.Peer == peer && r.Objects == k[0] && r.Workers == k[1] && r.Error == "" {
+			return r, true
+		}
+	}
+	return Run{}, false
+}
+
+func (rep *Report) print(out io.Writer) {
+	fmt.Fprintf(out, "converge benchmark, %s, %d CPUs, load average %s before and %s after\n",
+		rep.GoVersion, rep.CPUs, rep.LoadBefore, rep.LoadAfter)
+	for i, k := range configs(rep.Runs) {
+		ra := rep.Ratios[i]
+		fmt.Fprintf(out, "\nN=%d W=%d\n", k[0], k[1])
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "figure\tkube\tcontroller-runtime\tfloor\tkube/cr\tkube/floor\t")
+		for _, f := range figures {
+			row := []string{f.name}
+			for _, p := range []string{peerKube, peerCR, peerFloor} {
+				r, ok := find(rep.Runs, p, k)
+				v, has := f.get(r)
+				switch {
+				case !ok:
+					row = append(row, "failed")
+				case !has:
+					row = append(row, "-")
+				default:
+					row = append(row, num(v))
+				}
+			}
+			row = append(row, ratio(ra.VsCR, f.name), ratio(ra.VsFloor, f.name))
+			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
+		}
+		tw.Flush()
+		for _, p := range []string{peerKube, peerCR, peerFloor} {
+			r, ok := find(rep.Runs, p, k)
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(out, "  %s requests: %s\n", p, breakdown(r.Requests))
+			if r.Steady != nil {
+				note := ""
+				if r.Steady.Overlapped {
+					note = " (convergence ran past the resync: the window may have missed it)"
+				}
+				fmt.Fprintf(out, "  %s steady, %.0fs window, resync %.0fs: %s%s\n", p, r.Steady.WindowSeconds, r.Steady.ResyncSeconds, breakdown(r.Steady.Requests), note)
+			}
+		}
+		for _, r := range rep.Runs {
+			if r.Objects == k[0] && r.Workers == k[1] && r.Error != "" {
+				fmt.Fprintf(out, "  %s failed: %s\n", r.Peer, r.Error)
+			}
+		}
+	}
+}
+
+func num(v float64) string {
+	switch {
+	case v == float64(int64(v)):
+		return fmt.Sprintf("%d", int64(v))
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	default:
+		return fmt.Sprintf("%.2f", v)
+	}
+}
+
+func ratio(m map[string]float64, k string) string {
+	v, ok := m[k]
+	if !ok {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func breakdown(r Requests) string {
+	if len(r) == 0 {
+		return "none"
+	}
+	keys := make([]string, 0, len(r))
+	for k := range r {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	parts := make([]string, len(keys))
+	for i, k := range keys {
+		parts[i] = fmt.Sprintf("%s=%s", k, num(r[k]))
+	}
+	return strings.Join(parts, " ")
+}

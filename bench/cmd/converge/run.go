@@ -1,0 +1,501 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/z5labs/humus/bench/internal/memcached"
+	"github.com/z5labs/humus/controlplane"
+)
+
+// The three peers.
+const (
+	peerKube  = "kube"
+	peerCR    = "controller-runtime"
+	peerFloor = "floor"
+)
+
+// namespace holds the benchmark's objects.
+const namespace = "bench"
+
+// Run is one peer's figures at one N and W.
+type Run struct {
+	Peer    string `json:"peer"`
+	Objects int    `json:"objects"`
+	Workers int    `json:"workers"`
+
+	// ConvergeSeconds is from starting the peer's process until the
+	// benchmark's own watch saw Available True on every object.
+	ConvergeSeconds float64 `json:"converge_seconds"`
+	// CPUSeconds is the peer's user and system CPU time until then.
+	CPUSeconds float64 `json:"cpu_seconds"`
+	// PeakRSSBytes is the peer's VmHWM then.
+	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	// HeapInuseBytes is the peer's runtime.MemStats.HeapInuse after a
+	// garbage collection, right after convergence.
+	HeapInuseBytes int64 `json:"heap_inuse_bytes"`
+	// Requests are the API requests made to memcacheds, deployments, leases
+	// and events while converging, by "VERB resource[/subresource]", from
+	// the API server's apiserver_request_total.
+	Requests     Requests `json:"requests"`
+	RequestTotal float64  `json:"request_total"`
+	Writes       float64  `json:"writes"`
+	StatusWrites float64  `json:"status_writes"`
+
+	// Steady is the quiet window after convergence, which spans one resync
+	// of every object; nil for the floor, which has no resync.
+	Steady *Steady `json:"steady,omitempty"`
+
+	// Error is why the run didn't finish, if it didn't.
+	Error string `json:"error,omitempty"`
+}
+
+// Steady is what a peer did in a window with nothing changing.
+type Steady struct {
+	ResyncSeconds float64  `json:"resync_seconds"`
+	WindowSeconds float64  `json:"window_seconds"`
+	Requests      Requests `json:"requests"`
+	RequestTotal  float64  `json:"request_total"`
+	Writes        float64  `json:"writes"`
+	StatusWrites  float64  `json:"status_writes"`
+	// Overlapped is true when convergence and its settling ran past the
+	// first resync, so the window may have missed it.
+	Overlapped bool `json:"overlapped,omitempty"`
+}
+
+// config is what every run shares.
+type config struct {
+	bins       map[string]string // peer -> binary
+	kubeconfig string            // an existing cluster, or "" for a fresh one per run
+	cp         controlplane.Options
+	timeout    time.Duration
+	resync     time.Duration // 0: automatic
+	settle     time.Duration
+	logDir     string
+	progress   io.Writer
+	skipSteady bool
+}
+
+// resyncFor is the resync the peers run with at n objects: long enough that
+// convergence is usually over before it comes.
+func (c config) resyncFor(n int) time.Duration {
+	if c.resync > 0 {
+		return c.resync
+	}
+	return 20*time.Second + time.Duration(n)*20*time.Millisecond
+}
+
+func (c config) logf(format string, args ...any) {
+	fmt.Fprintf(c.progress, "%s  "+format+"\n", append([]any{time.Now().Format("15:04:05")}, args...)...)
+}
+
+// runOne runs one peer at n objects and w workers on a cluster of its own
+// (or the existing one, cleaned up afterwards), and returns its figures.
+func runOne(ctx context.Context, c config, peer string, n, w int) (r Run) {
+	r = Run{Peer: peer, Objects: n, Workers: w}
+	ctx, cancel := context.WithTimeout(ctx, c.timeout)
+	defer cancel()
+	if err := runOneErr(ctx, c, &r); err != nil {
+		r.Error = err.Error()
+		c.logf("%s N=%d W=%d: %v", peer, n, w, err)
+	}
+	return r
+}
+
+func runOneErr(ctx context.Context, c config, r *Run) (err error) {
+	var cluster *controlplane.Cluster
+	if c.kubeconfig != "" {
+		if cluster, err = controlplane.FromKubeconfig(c.kubeconfig); err != nil {
+			return err
+		}
+	} else {
+		c.logf("%s N=%d W=%d: starting a control plane", r.Peer, r.Objects, r.Workers)
+		if cluster, err = controlplane.Start(ctx, c.cp); err != nil {
+			return err
+		}
+	}
+	defer cluster.Stop()
+
+	cfg := cluster.RESTConfig()
+	cfg.QPS = -1
+	cfg.UserAgent = "converge"
+	kc, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	dc, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	if err := installCRD(ctx, cfg); err != nil {
+		return err
+	}
+	if c.kubeconfig != "" {
+		defer cleanup(kc)
+	}
+	if err := createObjects(ctx, kc, dc, r.Objects); err != nil {
+		return err
+	}
+	rc := dc.Resource(memcached.Memcached.GVR())
+	watchCtx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	avail, err := watchAvailability(watchCtx, rc, namespace, r.Objects)
+	if err != nil {
+		return err
+	}
+	if got := avail.count(); got != 0 {
+		return fmt.Errorf("%d objects are already available before the peer starts", got)
+	}
+	// Wait until the garbage collector watches memcacheds (its watch and
+	// ours), so it never looks up an owner it hasn't seen yet, which would
+	// count as the peer's GETs.
+	if err := waitForWatchers(ctx, kc, "WATCH memcacheds", 2, 90*time.Second); err != nil {
+		c.logf("%s N=%d W=%d: %v (going on)", r.Peer, r.Objects, r.Workers, err)
+	}
+
+	before, _, err := scrape(ctx, kc)
+	if err != nil {
+		return err
+	}
+	resync := c.resyncFor(r.Objects)
+	p, err := startPeer(ctx, c, cluster.Kubeconfig, r.Peer, r.Workers, resync, r)
+	if err != nil {
+		return err
+	}
+	defer p.stop()
+	c.logf("%s N=%d W=%d: started (pid %d)", r.Peer, r.Objects, r.Workers, p.cmd.Process.Pid)
+
+	select {
+	case <-avail.all:
+	case <-p.exited:
+		return fmt.Errorf("the peer exited before converging (%d of %d available): %v; its log: %s", avail.count(), r.Objects, p.waitErr, p.logPath)
+	case <-ctx.Done():
+		return fmt.Errorf("not converged within the run's timeout (%d of %d available): %w", avail.count(), r.Objects, ctx.Err())
+	}
+	converged := time.Now()
+	r.ConvergeSeconds = converged.Sub(p.started).Seconds()
+	ps, err := readProc(p.cmd.Process.Pid)
+	if err != nil {
+		return fmt.Errorf("reading the peer's /proc: %w", err)
+	}
+	r.CPUSeconds, r.PeakRSSBytes = ps.CPUSeconds, ps.PeakRSS
+	after, _, err := scrape(ctx, kc)
+	if err != nil {
+		return err
+	}
+	r.Requests = after.sub(before)
+	r.RequestTotal, r.Writes, r.StatusWrites = r.Requests.total(), r.Requests.writes(), r.Requests.statusWrites()
+	if r.HeapInuseBytes, err = p.heapInuse(ctx); err != nil {
+		return err
+	}
+	c.logf("%s N=%d W=%d: converged in %.2fs, %.0f requests", r.Peer, r.Objects, r.Workers, r.ConvergeSeconds, r.RequestTotal)
+
+	if r.Peer == peerFloor || c.skipSteady {
+		return nil
+	}
+
+	// Steady state: let the reconciles that convergence caused settle, then
+	// count what the peer does in a window that spans its first resync.
+	st := &Steady{ResyncSeconds: resync.Seconds()}
+	settled, err := settle(ctx, kc, c.settle, 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	resyncAt := p.started.Add(resync)
+	st.Overlapped = start.After(resyncAt)
+	// controller-runtime jitters its SyncPeriod by up to 10%.
+	end := p.started.Add(resync + resync/10 + converged.Sub(p.started) + 5*time.Second)
+	if !end.After(start) {
+		end = start.Add(resync)
+	}
+	c.logf("%s N=%d W=%d: steady window of %.0fs", r.Peer, r.Objects, r.Workers, end.Sub(start).Seconds())
+	select {
+	case <-time.After(time.Until(end)):
+	case <-p.exited:
+		return fmt.Errorf("the peer exited in the steady window: %v; its log: %s", p.waitErr, p.logPath)
+	case <-ctx.Done():
+		return fmt.Errorf("steady window: %w", ctx.Err())
+	}
+	last, _, err := scrape(ctx, kc)
+	if err != nil {
+		return err
+	}
+	st.WindowSeconds = time.Since(start).Seconds()
+	st.Requests = last.sub(settled)
+	st.RequestTotal, st.Writes, st.StatusWrites = st.Requests.total(), st.Requests.writes(), st.Requests.statusWrites()
+	r.Steady = st
+	return nil
+}
+
+// installCRD creates the Memcached CRD from kube's Resource and waits until
+// it is established.
+func installCRD(ctx context.Context, cfg *rest.Config) error {
+	crd, err := memcached.Memcached.CRD()
+	if err != nil {
+		return fmt.Errorf("the Memcached CRD: %w", err)
+	}
+	ac, err := apiextensionsclient.NewForConfig(cfg)
+	if err != nil {
+		return err
+	}
+	crds := ac.ApiextensionsV1().CustomResourceDefinitions()
+	if _, err := crds.Create(ctx, crd, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating the Memcached CRD: %w", err)
+	}
+	return wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		got, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// createObjects makes the namespace and n Memcached objects in it, 16 at
+// a time.
+func createObjects(ctx context.Context, kc kubernetes.Interface, dc dynamic.Interface, n int) error {
+	_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("creating namespace %s: %w", namespace, err)
+	}
+	gvr := memcached.Memcached.GVR()
+	rc := dc.Resource(gvr).Namespace(namespace)
+	names := make(chan string)
+	errs := make(chan error, 16)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for name := range names {
+				u := &unstructured.Unstructured{Object: map[string]any{
+					"apiVersion": gvr.GroupVersion().String(),
+					"kind":       memcached.Memcached.Kind,
+					"metadata":   map[string]any{"name": name, "namespace": namespace},
+					"spec":       map[string]any{"size": int64(1), "image": memcached.Image},
+				}}
+				if _, err := rc.Create(ctx, u, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+					select {
+					case errs <- fmt.Errorf("creating memcached %s: %w", name, err):
+					default:
+					}
+				}
+			}
+		}()
+	}
+	for i := range n {
+		select {
+		case names <- fmt.Sprintf("mc-%05d", i):
+		case err := <-errs:
+			close(names)
+			wg.Wait()
+			return err
+		}
+	}
+	close(names)
+	wg.Wait()
+	select {
+	case err := <-errs:
+		return err
+	default:
+		return nil
+	}
+}
+
+// cleanup deletes the namespace of an existing cluster, and waits up to
+// five minutes for it to go.
+func cleanup(kc kubernetes.Interface) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if err := kc.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{}); err != nil {
+		return
+	}
+	_ = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		_, err := kc.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), nil
+	})
+}
+
+// waitForWatchers waits until at least n watches of key are open.
+func waitForWatchers(ctx context.Context, kc kubernetes.Interface, key string, n float64, timeout time.Duration) error {
+	var last float64
+	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		_, lr, err := scrape(ctx, kc)
+		if err != nil {
+			return false, err
+		}
+		last = lr[key]
+		return last >= n, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%v open watches of memcacheds, waited for %v: %w", last, n, err)
+	}
+	return nil
+}
+
+// settle waits until the counted requests haven't changed for quiet, or
+// until limit, and returns the counts then.
+func settle(ctx context.Context, kc kubernetes.Interface, quiet, limit time.Duration) (Requests, error) {
+	deadline := time.Now().Add(limit)
+	prev, _, err := scrape(ctx, kc)
+	if err != nil {
+		return nil, err
+	}
+	since := time.Now()
+	for time.Now().Before(deadline) {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(500 * time.Millisecond):
+		}
+		cur, _, err := scrape(ctx, kc)
+		if err != nil {
+			return nil, err
+		}
+		if len(cur.sub(prev)) != 0 {
+			prev, since = cur, time.Now()
+			continue
+		}
+		if time.Since(since) >= quiet {
+			return cur, nil
+		}
+	}
+	return prev, nil
+}
+
+// peerProc is a running peer.
+type peerProc struct {
+	cmd     *exec.Cmd
+	stdin   io.WriteCloser
+	started time.Time
+	logPath string
+	lines   chan string
+	exited  chan struct{}
+	waitErr error
+}
+
+func startPeer(ctx context.Context, c config, kubeconfig, peer string, workers int, resync time.Duration, r *Run) (*peerProc, error) {
+	bin := c.bins[peer]
+	args := []string{"-kubeconfig=" + kubeconfig, "-workers=" + strconv.Itoa(workers), "-namespace=" + namespace}
+	if peer != peerFloor {
+		args = append(args, "-resync="+resync.String())
+	}
+	if peer == peerCR {
+		// controller-runtime's config package registers --kubeconfig
+		// itself; the flag package takes one dash or two alike.
+		args[0] = "--kubeconfig=" + kubeconfig
+	}
+	logPath := filepath.Join(c.logDir, fmt.Sprintf("%s-n%d-w%d.log", peer, r.Objects, workers))
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logFile.Close()
+		return nil, err
+	}
+	p := &peerProc{cmd: cmd, stdin: stdin, logPath: logPath, lines: make(chan string, 16), exited: make(chan struct{})}
+	p.started = time.Now()
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return nil, fmt.Errorf("starting %s: %w", bin, err)
+	}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			select {
+			case p.lines <- sc.Text():
+			default:
+			}
+		}
+	}()
+	go func() {
+		p.waitErr = cmd.Wait()
+		logFile.Close()
+		close(p.exited)
+	}()
+	go func() {
+		select {
+		case <-ctx.Done():
+			p.stop()
+		case <-p.exited:
+		}
+	}()
+	return p, nil
+}
+
+// heapInuse asks the peer for its heap in use.
+func (p *peerProc) heapInuse(ctx context.Context) (int64, error) {
+	if _, err := io.WriteString(p.stdin, "mem\n"); err != nil {
+		return 0, fmt.Errorf("asking the peer for its heap: %w", err)
+	}
+	timeout := time.After(30 * time.Second)
+	for {
+		select {
+		case l := <-p.lines:
+			f := strings.Fields(l)
+			if len(f) >= 2 && f[0] == "heapinuse" {
+				return strconv.ParseInt(f[1], 10, 64)
+			}
+		case <-p.exited:
+			return 0, errors.New("the peer exited before reporting its heap")
+		case <-timeout:
+			return 0, errors.New("the peer didn't report its heap within 30s")
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// stop sends SIGTERM to the peer's process group, and SIGKILL after 20s.
+func (p *peerProc) stop() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(20 * time.Second):
+		_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+		<-p.exited
+	}
+}

@@ -1,0 +1,71 @@
+// Command kubepeer is the converge benchmark's kube peer: the spec's
+// Memcached Reconciler run by kube.NewController as a humus App, with
+// Owns(deployments) and no finalizer, as the kubebuilder book's controller
+// has none.
+//
+// bench/cmd/converge starts it; it isn't meant to be run by hand. Flags:
+// -kubeconfig (required), -workers (Settings.Workers), -resync
+// (Settings.Resync) and -namespace (Settings.Namespace, and the Lease's). A
+// line "mem" on stdin makes it print "heapinuse <bytes> heapalloc <bytes>"
+// after a garbage collection. SIGTERM or SIGINT stops it, as any humus App.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/bench/internal/memcached"
+	"github.com/z5labs/humus/bench/internal/peer"
+	"github.com/z5labs/humus/kube"
+)
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "", "the kubeconfig to reach the API server with (required)")
+	workers := flag.Int("workers", 1, "Settings.Workers")
+	resync := flag.Duration("resync", 10*time.Hour, "Settings.Resync")
+	namespace := flag.String("namespace", "default", "Settings.Namespace, and the Lease's namespace")
+	flag.Parse()
+	if *kubeconfig == "" {
+		fmt.Fprintln(os.Stderr, "kubepeer: -kubeconfig is required")
+		os.Exit(2)
+	}
+
+	go peer.ReportMemory(os.Stdin, os.Stdout, new(sync.Mutex))
+
+	humus.Main(func(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
+		conn, err := peer.Connection(*kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		client, err := kube.NewClient(s, conn)
+		if err != nil {
+			return nil, err
+		}
+		kc, err := kubernetes.NewForConfig(client.Config())
+		if err != nil {
+			return nil, err
+		}
+		settings := kube.DefaultSettings()
+		settings.Name = memcached.FieldManager
+		settings.Namespace = *namespace
+		settings.Workers = *workers
+		settings.Resync = *resync
+		settings.LeaderElection.Namespace = *namespace
+		settings.LeaderElection.Identity = "kubepeer"
+		ctrl, err := kube.NewController(s, client, settings, memcached.Memcached, memcached.Reconciler{Kube: kc},
+			kube.Owns(appsv1.SchemeGroupVersion.WithResource("deployments")),
+		)
+		if err != nil {
+			return nil, err
+		}
+		return []humus.Service{ctrl}, nil
+	})
+}
