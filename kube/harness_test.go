@@ -1,0 +1,377 @@
+package kube
+
+import (
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/z5labs/humus"
+	"go.opentelemetry.io/otel/attribute"
+	sdklog "go.opentelemetry.io/otel/sdk/log"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	clienttesting "k8s.io/client-go/testing"
+)
+
+// The test resource: a namespaced Widget, whose status records the size it
+// last saw.
+type widgetSpec struct {
+	Size int64 `json:"size"`
+}
+
+type widgetStatus struct {
+	Seen    int64  `json:"seen,omitempty"`
+	Message string `json:"message,omitempty"`
+}
+
+type widget = Object[widgetSpec, widgetStatus]
+
+const (
+	testNamespace  = "default"
+	leaseNamespace = "kube-system"
+	controllerName = "widget-controller"
+)
+
+func widgets() Resource[widgetSpec, widgetStatus] {
+	return Resource[widgetSpec, widgetStatus]{
+		Group:   "test.example.com",
+		Version: "v1",
+		Kind:    "Widget",
+		Plural:  "widgets",
+		Scope:   Namespaced,
+	}
+}
+
+var (
+	widgetGVR     = schema.GroupVersionResource{Group: "test.example.com", Version: "v1", Resource: "widgets"}
+	namespaceGVR  = schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}
+	configMapGVR  = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	deploymentGVR = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+)
+
+// newWidget returns a Widget as the API server would serve it, with managed
+// fields, which the controller's cache drops.
+func newWidget(name string, size int64) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "test.example.com/v1",
+		"kind":       "Widget",
+		"metadata": map[string]any{
+			"name":      name,
+			"namespace": testNamespace,
+			"uid":       "uid-" + name,
+		},
+		"spec": map[string]any{"size": size},
+	}}
+	u.SetManagedFields([]metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "test.example.com/v1"}})
+	return u
+}
+
+func testSettings() Settings {
+	s := DefaultSettings()
+	s.Name = controllerName
+	s.LeaderElection.Namespace = leaseNamespace
+	s.LeaderElection.Identity = "replica-1"
+	return s
+}
+
+// fakeCluster is client-go's fake dynamic, metadata and typed clients,
+// with an apply reactor of the test's own: the fake dynamic client handles
+// an apply as a strategic merge patch, which an unstructured object can't
+// take. The reactor does what server-side apply does for the controller's
+// one field manager: a status apply replaces the status, and a metadata
+// apply sets the finalizers it owns; an object being deleted whose last
+// finalizer is removed is deleted, as the API server does.
+type fakeCluster struct {
+	dynamic  *dynamicfake.FakeDynamicClient
+	metadata *metadatafake.FakeMetadataClient
+	kube     *kubefake.Clientset
+
+	mu      sync.Mutex
+	applies []applyRecord
+}
+
+type applyRecord struct {
+	gvr          schema.GroupVersionResource
+	namespace    string
+	name         string
+	subresource  string
+	fieldManager string
+	force        bool
+	body         map[string]any
+}
+
+func newFakeCluster(t testing.TB, objs ...runtime.Object) *fakeCluster {
+	t.Helper()
+	listKinds := map[schema.GroupVersionResource]string{
+		widgetGVR:    "WidgetList",
+		namespaceGVR: "NamespaceList",
+	}
+	f := &fakeCluster{
+		dynamic:  dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, objs...),
+		metadata: metadatafake.NewSimpleMetadataClient(metadatafake.NewTestScheme()),
+		kube:     kubefake.NewClientset(),
+	}
+	f.dynamic.PrependReactor("patch", "*", f.apply)
+	return f
+}
+
+func (f *fakeCluster) clients() clients {
+	return clients{dynamic: f.dynamic, metadata: f.metadata, kube: f.kube}
+}
+
+func (f *fakeCluster) apply(action clienttesting.Action) (bool, runtime.Object, error) {
+	pa, ok := action.(clienttesting.PatchActionImpl)
+	if !ok || pa.GetPatchType() != types.ApplyPatchType {
+		return false, nil, nil
+	}
+	var applied unstructured.Unstructured
+	if err := applied.UnmarshalJSON(pa.GetPatch()); err != nil {
+		return true, nil, err
+	}
+	body := applied.Object
+	gvr, ns, name := pa.GetResource(), pa.GetNamespace(), pa.GetName()
+	opts := pa.GetPatchOptions()
+	f.mu.Lock()
+	f.applies = append(f.applies, applyRecord{
+		gvr: gvr, namespace: ns, name: name, subresource: pa.GetSubresource(),
+		fieldManager: opts.FieldManager, force: opts.Force != nil && *opts.Force, body: body,
+	})
+	f.mu.Unlock()
+
+	tracker := f.dynamic.Tracker()
+	obj, err := tracker.Get(gvr, ns, name)
+	if err != nil {
+		return true, nil, err
+	}
+	u := obj.(*unstructured.Unstructured).DeepCopy()
+	switch pa.GetSubresource() {
+	case "status":
+		u.Object["status"] = body["status"]
+	case "":
+		fins, _, _ := unstructured.NestedStringSlice(body, "metadata", "finalizers")
+		u.SetFinalizers(fins)
+		if len(fins) == 0 && u.GetDeletionTimestamp() != nil {
+			return true, u, tracker.Delete(gvr, ns, name)
+		}
+	default:
+		return true, nil, apierrors.NewBadRequest("no subresource " + pa.GetSubresource())
+	}
+	return true, u, tracker.Update(gvr, u, ns)
+}
+
+// statusApplies returns the status applies made so far.
+func (f *fakeCluster) statusApplies() []applyRecord {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []applyRecord
+	for _, a := range f.applies {
+		if a.subresource == "status" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (f *fakeCluster) metadataApplies() []applyRecord {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []applyRecord
+	for _, a := range f.applies {
+		if a.subresource == "" {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (f *fakeCluster) get(t testing.TB, gvr schema.GroupVersionResource, ns, name string) *unstructured.Unstructured {
+	t.Helper()
+	obj, err := f.dynamic.Tracker().Get(gvr, ns, name)
+	require.NoError(t, err)
+	return obj.(*unstructured.Unstructured)
+}
+
+func (f *fakeCluster) create(t testing.TB, gvr schema.GroupVersionResource, u *unstructured.Unstructured) {
+	t.Helper()
+	require.NoError(t, f.dynamic.Tracker().Create(gvr, u, u.GetNamespace()))
+}
+
+func (f *fakeCluster) update(t testing.TB, gvr schema.GroupVersionResource, u *unstructured.Unstructured) {
+	t.Helper()
+	require.NoError(t, f.dynamic.Tracker().Update(gvr, u, u.GetNamespace()))
+}
+
+// markDeleted sets the object's deletionTimestamp, as the API server does
+// when an object with finalizers is deleted.
+func (f *fakeCluster) markDeleted(t testing.TB, gvr schema.GroupVersionResource, ns, name string) {
+	t.Helper()
+	u := f.get(t, gvr, ns, name).DeepCopy()
+	now := metav1.Now()
+	u.SetDeletionTimestamp(&now)
+	f.update(t, gvr, u)
+}
+
+func (f *fakeCluster) exists(gvr schema.GroupVersionResource, ns, name string) bool {
+	_, err := f.dynamic.Tracker().Get(gvr, ns, name)
+	return err == nil
+}
+
+func (f *fakeCluster) lease(t testing.TB) *coordinationv1.Lease {
+	t.Helper()
+	l, err := f.kube.CoordinationV1().Leases(leaseNamespace).Get(context.Background(), controllerName, metav1.GetOptions{})
+	require.NoError(t, err)
+	return l
+}
+
+func holder(l *coordinationv1.Lease) string {
+	if l.Spec.HolderIdentity == nil {
+		return ""
+	}
+	return *l.Spec.HolderIdentity
+}
+
+// testTelemetry is an in-memory humus.Telemetry on the OpenTelemetry SDK.
+type testTelemetry struct {
+	spans   *tracetest.SpanRecorder
+	metrics *sdkmetric.ManualReader
+	logs    *logRecorder
+	humus.Telemetry
+}
+
+func newTestTelemetry() *testTelemetry {
+	tt := &testTelemetry{
+		spans:   tracetest.NewSpanRecorder(),
+		metrics: sdkmetric.NewManualReader(),
+		logs:    &logRecorder{},
+	}
+	tt.Telemetry = humus.Telemetry{
+		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tt.spans)),
+		MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(tt.metrics)),
+		LoggerProvider: sdklog.NewLoggerProvider(sdklog.WithProcessor(tt.logs)),
+	}
+	return tt
+}
+
+func (tt *testTelemetry) collect(t testing.TB) metricdata.ResourceMetrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, tt.metrics.Collect(context.Background(), &rm))
+	return rm
+}
+
+// metric returns the instrument named name from the controller's scope.
+func (tt *testTelemetry) metric(t testing.TB, name string) (metricdata.Metrics, bool) {
+	t.Helper()
+	for _, sm := range tt.collect(t).ScopeMetrics {
+		if sm.Scope.Name != controllerScope {
+			continue
+		}
+		for _, m := range sm.Metrics {
+			if m.Name == name {
+				return m, true
+			}
+		}
+	}
+	return metricdata.Metrics{}, false
+}
+
+// logRecorder is an sdklog.Processor that keeps every record.
+type logRecorder struct {
+	mu      sync.Mutex
+	records []sdklog.Record
+}
+
+func (r *logRecorder) OnEmit(_ context.Context, rec *sdklog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.records = append(r.records, rec.Clone())
+	return nil
+}
+func (r *logRecorder) Enabled(context.Context, sdklog.EnabledParameters) bool { return true }
+func (r *logRecorder) Shutdown(context.Context) error                         { return nil }
+func (r *logRecorder) ForceFlush(context.Context) error                       { return nil }
+
+// withBody returns the records whose body is body.
+func (r *logRecorder) withBody(body string) []sdklog.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []sdklog.Record
+	for _, rec := range r.records {
+		if rec.Body().AsString() == body {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+func (r *logRecorder) all() []sdklog.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]sdklog.Record(nil), r.records...)
+}
+
+// newWidgetController builds a controller of Widgets on f's clients.
+func newWidgetController(t testing.TB, f *fakeCluster, tel humus.Telemetry, settings Settings, rec Reconciler[widgetSpec, widgetStatus], parts ...Part) *Controller {
+	t.Helper()
+	c, err := newController(&humus.Setup{Telemetry: tel}, f.clients(), nil, settings, widgets(), rec, parts...)
+	require.NoError(t, err)
+	return c
+}
+
+// serving is a Controller's Serve running in its own goroutine.
+type serving struct {
+	c      *Controller
+	cancel context.CancelFunc
+	done   chan struct{}
+	err    error // Serve's, once done is closed
+}
+
+func serve(t testing.TB, c *Controller) *serving {
+	ctx, cancel := context.WithCancel(context.Background())
+	s := &serving{c: c, cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(s.done)
+		s.err = c.Serve(ctx)
+	}()
+	// A test that fails part way still stops the controller, so its
+	// bubble reports the failure rather than the goroutines left.
+	t.Cleanup(func() {
+		cancel()
+		_ = c.Shutdown(context.Background())
+		<-s.done
+	})
+	return s
+}
+
+// stop cancels Serve's context, as humus.Run does on SIGTERM, calls
+// Shutdown, and returns Serve's error.
+func (s *serving) stop(t testing.TB) error {
+	t.Helper()
+	s.cancel()
+	require.NoError(t, s.c.Shutdown(context.Background()))
+	<-s.done
+	return s.err
+}
+
+// attrs returns a record's attributes as strings.
+func attrs(rec sdklog.Record) map[string]string {
+	out := map[string]string{}
+	rec.WalkAttributes(func(kv attribute.KeyValue) bool {
+		out[string(kv.Key)] = kv.Value.Emit()
+		return true
+	})
+	return out
+}

@@ -1,0 +1,25 @@
+package kube
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/z5labs/humus/health"
+)
+
+// Synced is healthy once the controller's caches have synced, and from then
+// until Serve returns. It holds on every replica, leader or not, so a
+// rollout isn't held up by the replicas waiting for the Lease. It is for
+// readiness only: serve it as health.Readiness(ctrl.Synced()).
+func (c *Controller) Synced() health.Monitor { return syncedMonitor{c} }
+
+type syncedMonitor struct{ c *Controller }
+
+// Healthy returns nil once the caches have synced, until Serve returns, and
+// otherwise an error naming the controller.
+func (m syncedMonitor) Healthy(context.Context) error {
+	if m.c.synced.Load() {
+		return nil
+	}
+	return fmt.Errorf("kube: controller %s: its caches have not synced", m.c.settings.Name)
+}

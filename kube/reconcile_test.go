@@ -1,0 +1,212 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/z5labs/humus"
+)
+
+func TestNewObjectIsReconciledTwiceAndSettles(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 3))
+		var calls atomic.Int32
+		c := newWidgetController(t, f, newTestTelemetry().Telemetry, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				calls.Add(1)
+				return Result[widgetStatus]{Status: &widgetStatus{Seen: w.Spec.Size}}, nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+
+		require.EqualValues(t, 2, calls.Load(), "once for the object, once for its own status")
+		applies := f.statusApplies()
+		require.Len(t, applies, 1)
+		require.Equal(t, controllerName, applies[0].fieldManager)
+		require.True(t, applies[0].force)
+		require.Equal(t, map[string]any{"seen": int64(3)}, f.get(t, widgetGVR, testNamespace, "w1").Object["status"])
+
+		require.NoError(t, s.stop(t))
+	})
+}
+
+func TestAfterReconcilesAgain(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 3))
+		var mu sync.Mutex
+		var at []time.Time
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				mu.Lock()
+				at = append(at, time.Now())
+				mu.Unlock()
+				return Result[widgetStatus]{After: 30 * time.Second}, nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		start := time.Now()
+		time.Sleep(95 * time.Second)
+		synctest.Wait()
+
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, at, 4, "at once, then after 30s, 60s and 90s")
+		for i := 1; i < len(at); i++ {
+			require.Equal(t, 30*time.Second, at[i].Sub(at[i-1]))
+		}
+		require.True(t, !at[0].After(start))
+		require.NoError(t, s.stop(t))
+	})
+}
+
+func TestNilStatusLeavesStatusAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWidget("w1", 3)
+		w.Object["status"] = map[string]any{"seen": int64(1), "message": "set by someone"}
+		f := newFakeCluster(t, w)
+		var calls atomic.Int32
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				calls.Add(1)
+				return Result[widgetStatus]{}, nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+
+		require.EqualValues(t, 1, calls.Load())
+		require.Empty(t, f.statusApplies())
+		require.Equal(t, map[string]any{"seen": int64(1), "message": "set by someone"}, f.get(t, widgetGVR, testNamespace, "w1").Object["status"])
+		require.NoError(t, s.stop(t))
+	})
+}
+
+func TestStatusIsAppliedWhenReconcileFails(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 3))
+		settings := testSettings()
+		settings.RetryBaseDelay = time.Hour
+		settings.RetryMaxDelay = time.Hour
+		c := newWidgetController(t, f, humus.Telemetry{}, settings,
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				return Result[widgetStatus]{Status: &widgetStatus{Message: "apply failed"}}, errors.New("apply failed")
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+
+		require.Len(t, f.statusApplies(), 1)
+		require.Equal(t, map[string]any{"message": "apply failed"}, f.get(t, widgetGVR, testNamespace, "w1").Object["status"])
+		require.NoError(t, s.stop(t))
+	})
+}
+
+func TestFailedReconcileBacksOffDoubling(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 3))
+		settings := testSettings()
+		settings.RetryBaseDelay = time.Second
+		settings.RetryMaxDelay = 8 * time.Second
+		var mu sync.Mutex
+		var at []time.Time
+		c := newWidgetController(t, f, humus.Telemetry{}, settings,
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				mu.Lock()
+				at = append(at, time.Now())
+				mu.Unlock()
+				return Result[widgetStatus]{}, errors.New("not yet")
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		time.Sleep(40 * time.Second)
+		synctest.Wait()
+
+		mu.Lock()
+		var gaps []time.Duration
+		for i := 1; i < len(at); i++ {
+			gaps = append(gaps, at[i].Sub(at[i-1]))
+		}
+		mu.Unlock()
+		require.GreaterOrEqual(t, len(gaps), 6)
+		require.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second}, gaps[:5],
+			"from RetryBaseDelay, doubling to RetryMaxDelay")
+		require.NoError(t, s.stop(t))
+	})
+}
+
+func TestUndecodableObjectIsAnErrorNamingTheFieldAndOthersGoOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bad := newWidget("bad", 0)
+		bad.Object["spec"] = map[string]any{"size": "three"}
+		f := newFakeCluster(t, bad, newWidget("good", 2))
+		tel := newTestTelemetry()
+		settings := testSettings()
+		settings.RetryBaseDelay = time.Second
+		var mu sync.Mutex
+		seen := map[string]int{}
+		c := newWidgetController(t, f, tel.Telemetry, settings,
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				mu.Lock()
+				seen[w.Name]++
+				mu.Unlock()
+				return Result[widgetStatus]{}, nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		time.Sleep(3500 * time.Millisecond)
+		synctest.Wait()
+
+		mu.Lock()
+		require.Equal(t, map[string]int{"good": 1}, seen)
+		mu.Unlock()
+		failed := tel.logs.withBody("reconcile failed")
+		require.Len(t, failed, 3, "retried with backoff: at once, after 1s and after 2s more")
+		msg := attrs(failed[0])["error"]
+		require.Contains(t, msg, "Widget default/bad")
+		require.Contains(t, msg, "spec.size")
+		require.NoError(t, s.stop(t))
+	})
+}
+
+func TestDecodeIsTheReconcilersOwnCopyWithoutManagedFields(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 3))
+		var mu sync.Mutex
+		var got []widget
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				mu.Lock()
+				got = append(got, w)
+				n := len(got)
+				mu.Unlock()
+				w.Spec.Size = 100
+				w.Labels = map[string]string{"changed": "yes"}
+				if n == 1 {
+					return Result[widgetStatus]{After: time.Second}, nil
+				}
+				return Result[widgetStatus]{}, nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+
+		mu.Lock()
+		defer mu.Unlock()
+		require.Len(t, got, 2)
+		for _, w := range got {
+			require.EqualValues(t, 3, w.Spec.Size, "a change to one decode doesn't reach the cache")
+			require.Empty(t, w.Labels)
+			require.Empty(t, w.ManagedFields, "the informer's transform keeps managed fields out of the cache")
+			require.Equal(t, "Widget", w.Kind)
+			require.Equal(t, "test.example.com/v1", w.APIVersion)
+		}
+		require.NoError(t, s.stop(t))
+	})
+}

@@ -1,0 +1,122 @@
+package kube
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/z5labs/humus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	clienttesting "k8s.io/client-go/testing"
+)
+
+func TestShutdownFinishesOnlyTheReconcileInFlightAndReleasesTheLease(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1), newWidget("w2", 2), newWidget("w3", 3))
+		release := make(chan struct{})
+		var mu sync.Mutex
+		var reconciled []string
+		var inFlightCancelled bool
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				mu.Lock()
+				reconciled = append(reconciled, w.Name)
+				mu.Unlock()
+				<-release
+				mu.Lock()
+				inFlightCancelled = ctx.Err() != nil
+				mu.Unlock()
+				return Result[widgetStatus]{Status: &widgetStatus{Seen: w.Spec.Size}}, nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		require.Len(t, reconciled, 1, "one worker, its first reconcile in flight, two keys queued")
+		require.Equal(t, "replica-1", holder(f.lease(t)))
+
+		s.cancel()
+		shutdown := make(chan error, 1)
+		go func() { shutdown <- c.Shutdown(context.Background()) }()
+		synctest.Wait()
+		select {
+		case err := <-shutdown:
+			t.Fatalf("Shutdown returned %v with a reconcile in flight", err)
+		default:
+		}
+		require.Equal(t, "replica-1", holder(f.lease(t)), "the Lease is held while a reconcile is in flight")
+
+		close(release)
+		require.NoError(t, <-shutdown)
+		<-s.done
+		require.NoError(t, s.err)
+
+		require.Len(t, reconciled, 1, "the backlog is left for the next leader")
+		require.False(t, inFlightCancelled, "the reconcile in flight finishes with its context live")
+		require.Len(t, f.statusApplies(), 1, "the reconcile in flight applied its status")
+		require.Empty(t, holder(f.lease(t)), "the Lease is released")
+		require.Error(t, c.Synced().Healthy(context.Background()), "Synced is unhealthy once Serve returns")
+	})
+}
+
+func TestShutdownDeadlineCancelsTheReconcilesInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		var cancelledAfter time.Duration
+		start := time.Now()
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				<-ctx.Done()
+				cancelledAfter = time.Since(start)
+				return Result[widgetStatus]{}, ctx.Err()
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+
+		s.cancel()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := c.Shutdown(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Equal(t, 5*time.Second, cancelledAfter, "the reconcile in flight is cancelled when Shutdown's context ends")
+		<-s.done
+		require.NoError(t, s.err, "Serve's context ended: Serve itself didn't fail")
+		require.Empty(t, holder(f.lease(t)), "the Lease is released once the cancelled reconcile returns")
+	})
+}
+
+func TestShutdownBeforeServeReturnsAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t)
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				return Result[widgetStatus]{}, nil
+			}))
+		require.NoError(t, c.Shutdown(context.Background()))
+		require.NoError(t, c.Serve(context.Background()))
+		require.Error(t, c.Serve(context.Background()), "Serve runs once")
+	})
+}
+
+func TestServeEndsWithAnErrorNamingAResourceThatIsNotServed(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t)
+		// As the API server answers for a CRD that isn't installed.
+		f.dynamic.PrependReactor("list", "widgets", func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, apierrors.NewNotFound(schema.GroupResource{Group: "test.example.com", Resource: "widgets"}, "")
+		})
+		r := widgets()
+		c, err := newController(&humus.Setup{}, f.clients(), nil, testSettings(), r,
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				return Result[widgetStatus]{}, nil
+			}))
+		require.NoError(t, err)
+		err = c.Serve(context.Background())
+		require.Error(t, err)
+		require.Contains(t, err.Error(), "kube: listing test.example.com/v1, Resource=widgets")
+		require.True(t, apierrors.IsNotFound(err))
+	})
+}
