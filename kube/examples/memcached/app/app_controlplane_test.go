@@ -1,0 +1,324 @@
+//go:build controlplane
+
+package app_test
+
+import (
+	"context"
+	"io/fs"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	appsv1 "k8s.io/api/apps/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/controlplane/controlplanetest"
+	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/examples/internal/appconfig"
+	"github.com/z5labs/humus/kube/examples/internal/apptest"
+	"github.com/z5labs/humus/kube/examples/memcached/app"
+)
+
+const (
+	crdFile       = "../deploy/crds/memcacheds.cache.example.com.yaml"
+	crdName       = "memcacheds.cache.example.com"
+	reconcileSpan = "reconcile Memcached"
+)
+
+// TestMemcachedApp runs the whole Memcached App, as humus.Main would, on
+// humus.OSHost() against a real local control plane (or the cluster
+// HUMUS_TEST_KUBECONFIG names), and checks each claim the spec makes of it.
+// Every subtest has namespaces of its own, for its Memcacheds and its
+// Lease, and deletes its Memcacheds while an App still runs to finalize
+// them.
+func TestMemcachedApp(t *testing.T) {
+	e := apptest.NewEnv(t, controlplanetest.Start(t))
+
+	// Before the CRD is installed.
+	t.Run("MissingCRDEndsTheAppWithExit1NamingTheResource", func(t *testing.T) {
+		if _, err := e.Dynamic.Resource(apptest.CRDGVR).Get(t.Context(), crdName, metav1.GetOptions{}); err == nil {
+			t.Skip("the cluster already has the Memcached CRD")
+		}
+		ns := e.Namespace(t, "missing-crd")
+		a := apptest.Start(t, app.New(config(t, e, ns, "replica-0")), humus.OSHost())
+		require.Equal(t, 1, a.WaitExit(t, 30*time.Second))
+		require.Contains(t, a.Stderr(), "cache.example.com/v1alpha1, Resource=memcacheds")
+	})
+
+	e.InstallCRD(t, crdFile, crdName)
+
+	t.Run("ReconcilesAMemcachedThroughItsLifecycle", func(t *testing.T) {
+		ns := e.Namespace(t, "lifecycle")
+		tel := humustest.NewTelemetry(t)
+		a := apptest.Start(t, app.New(config(t, e, ns, "replica-0")), humus.OSHost(), humus.WithTelemetry(tel.Build))
+		testLifecycle(t, e, ns, tel)
+		t.Run("SIGTERMExits0AndTheLeaseHasNoHolder", func(t *testing.T) {
+			require.Equal(t, 0, a.Terminate(t))
+			e.RequireNoHolder(t, ns, app.FieldManager)
+		})
+	})
+
+	t.Run("InitReadsAKubeconfigAndServesReadiness", func(t *testing.T) {
+		ns := e.Namespace(t, "kubeconfig")
+		probes := apptest.FreeAddr(t)
+		host := humus.OSHost()
+		host.LookupEnv = apptest.LookupEnv(map[string]string{
+			appconfig.EnvKubeconfig:   abs(t, e.Cluster.Kubeconfig),
+			appconfig.EnvPodNamespace: ns,
+			appconfig.EnvPodName:      "laptop",
+			appconfig.EnvWatchNS:      ns,
+			appconfig.EnvProbesAddr:   probes,
+		})
+		a := apptest.Start(t, app.Init, host)
+		apptest.Ready(t, probes)
+		memcacheds := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns)
+		createMemcached(t, memcacheds, "cache", 1)
+		waitDeployment(t, e.Kube, ns, "cache")
+		deleteMemcached(t, memcacheds, "cache")
+		require.Equal(t, 0, a.Terminate(t))
+	})
+
+	t.Run("InitWithoutItsEnvironmentNamesEveryMissingVariable", func(t *testing.T) {
+		host := humus.OSHost()
+		host.LookupEnv = apptest.LookupEnv(nil)
+		a := apptest.Start(t, app.Init, host)
+		require.Equal(t, 1, a.WaitExit(t, 30*time.Second))
+		for _, v := range []string{"KUBERNETES_SERVICE_HOST", "KUBERNETES_SERVICE_PORT", "POD_NAMESPACE", "POD_NAME"} {
+			require.Contains(t, a.Stderr(), v)
+		}
+	})
+
+	t.Run("RunsInAPodWithExactlyTheDeployRBAC", func(t *testing.T) {
+		for _, f := range []string{"namespace.yaml", "serviceaccount.yaml", "rbac.yaml"} {
+			e.Apply(t, "../deploy/"+f)
+		}
+		ns := e.Namespace(t, "rbac")
+		probes := apptest.FreeAddr(t)
+		host := e.Pod(t, "memcached-system", "memcached-controller", "memcached-controller-0", map[string]string{
+			appconfig.EnvProbesAddr: probes,
+		})
+
+		// The token is the ServiceAccount's, which the deploy RBAC binds
+		// and nothing else does.
+		token, err := fs.ReadFile(host.FS, appconfig.ServiceAccountDir+"token")
+		require.NoError(t, err)
+		_, err = e.WithToken(t, string(token)).CoreV1().Secrets(ns).List(t.Context(), metav1.ListOptions{})
+		require.True(t, apierrors.IsForbidden(err), "listing secrets with the ServiceAccount's token: %v", err)
+
+		tel := humustest.NewTelemetry(t)
+		a := apptest.Start(t, app.Init, host, humus.WithTelemetry(tel.Build))
+		apptest.Ready(t, probes)
+		testLifecycle(t, e, ns, tel)
+		require.Equal(t, 0, a.Terminate(t))
+		e.RequireNoHolder(t, "memcached-system", app.FieldManager)
+	})
+
+	t.Run("TwoReplicasOnlyTheHolderReconcilesAndTheOtherTakesOverOnSIGTERM", func(t *testing.T) {
+		ns := e.Namespace(t, "replicas")
+		tel0, tel1 := humustest.NewTelemetry(t), humustest.NewTelemetry(t)
+		cfg0, cfg1 := config(t, e, ns, "replica-0"), config(t, e, ns, "replica-1")
+		leaseDuration := cfg1.Settings.LeaderElection.LeaseDuration
+
+		a0 := apptest.Start(t, app.New(cfg0), humus.OSHost(), humus.WithTelemetry(tel0.Build))
+		e.WaitHolder(t, 30*time.Second, ns, app.FieldManager, "replica-0")
+		a1 := apptest.Start(t, app.New(cfg1), humus.OSHost(), humus.WithTelemetry(tel1.Build))
+		// The standby's caches are warm: it is ready too.
+		apptest.Ready(t, cfg1.ProbesAddr)
+
+		memcacheds := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns)
+		createMemcached(t, memcacheds, "cache", 2)
+		waitAvailable(t, memcacheds, "cache")
+		require.Positive(t, apptest.CountSpans(tel0, reconcileSpan), "the holder's reconciles")
+		require.Zero(t, apptest.CountSpans(tel1, reconcileSpan), "the standby's reconciles")
+
+		start := time.Now()
+		require.Equal(t, 0, a0.Terminate(t))
+		e.WaitHolder(t, leaseDuration, ns, app.FieldManager, "replica-1")
+		took := time.Since(start)
+		t.Logf("replica-1 took the Lease %v after replica-0's SIGTERM (LeaseDuration %v)", took.Round(time.Millisecond), leaseDuration)
+		require.Less(t, took, leaseDuration/2)
+
+		scaleAndWaitUndone(t, e.Kube.AppsV1().Deployments(ns), "cache", 2)
+		require.Positive(t, apptest.CountSpans(tel1, reconcileSpan), "the new holder's reconciles")
+		deleteMemcached(t, memcacheds, "cache")
+		require.Equal(t, 0, a1.Terminate(t))
+	})
+
+	t.Run("AnUnreachableAPIServerBeyondRenewDeadlineEndsTheAppWithExit1", func(t *testing.T) {
+		ns := e.Namespace(t, "unreachable")
+		cfg := config(t, e, ns, "replica-0")
+		cfg.Settings.LeaderElection.LeaseDuration = 4 * time.Second
+		cfg.Settings.LeaderElection.RenewDeadline = 3 * time.Second
+		cfg.Settings.LeaderElection.RetryPeriod = 500 * time.Millisecond
+		dial := &apptest.CuttableDial{}
+		host := humus.OSHost()
+		host.Dial = dial.Dial
+		a := apptest.Start(t, app.New(cfg), host)
+		e.WaitHolder(t, 30*time.Second, ns, app.FieldManager, "replica-0")
+
+		dial.Cut()
+		start := time.Now()
+		require.Equal(t, 1, a.WaitExit(t, 30*time.Second))
+		t.Logf("the App exited %v after the API server became unreachable (RenewDeadline %v)", time.Since(start).Round(time.Millisecond), cfg.Settings.LeaderElection.RenewDeadline)
+		require.Contains(t, a.Stderr(), "kube: lost the lease")
+	})
+}
+
+// config is the Config of a Memcached App that reconciles ns and holds its
+// Lease there, as identity.
+func config(t *testing.T, e apptest.Env, ns, identity string) app.Config {
+	return e.Config(t, app.FieldManager, ns, ns, identity)
+}
+
+// testLifecycle creates a Memcached in ns, and follows it through the
+// running App: applied, scaled by hand, deleted.
+func testLifecycle(t *testing.T, e apptest.Env, ns string, tel *humustest.Telemetry) {
+	kc := e.Kube
+	memcacheds := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns)
+	m := createMemcached(t, memcacheds, "cache", 2)
+	deployments := kc.AppsV1().Deployments(ns)
+
+	t.Run("TheDeploymentIsAppliedAndOwned", func(t *testing.T) {
+		d := waitDeployment(t, kc, ns, "cache")
+		require.Len(t, d.OwnerReferences, 1)
+		ref := d.OwnerReferences[0]
+		require.Equal(t, "cache.example.com/v1alpha1", ref.APIVersion)
+		require.Equal(t, "Memcached", ref.Kind)
+		require.Equal(t, "cache", ref.Name)
+		require.Equal(t, m.GetUID(), ref.UID)
+		require.True(t, *ref.Controller)
+		require.True(t, *ref.BlockOwnerDeletion)
+		require.Equal(t, int32(2), *d.Spec.Replicas)
+		// The CRD's default, which the API server filled in.
+		require.Equal(t, "memcached:1.6.26-alpine3.19", d.Spec.Template.Spec.Containers[0].Image)
+	})
+
+	t.Run("TheStatusIsApplied", func(t *testing.T) {
+		waitAvailable(t, memcacheds, "cache")
+	})
+
+	t.Run("ManagedFieldsAreTheFieldManagersApplyAndApplyOnStatus", func(t *testing.T) {
+		got, err := memcacheds.Get(t.Context(), "cache", metav1.GetOptions{})
+		require.NoError(t, err)
+		obj := decode(t, got)
+		require.Equal(t, []string{app.FinalizerName}, obj.Finalizers)
+		var applies []string
+		for _, f := range obj.ManagedFields {
+			if f.Manager == app.FieldManager {
+				applies = append(applies, string(f.Operation)+" "+f.Subresource)
+			}
+		}
+		require.ElementsMatch(t, []string{"Apply ", "Apply status"}, applies)
+	})
+
+	t.Run("AHandMadeScaleIsUndoneWithinASecond", func(t *testing.T) {
+		scaleAndWaitUndone(t, deployments, "cache", 2)
+	})
+
+	t.Run("DeletingRunsTheFinalizerOnceAndTheDeletionCompletes", func(t *testing.T) {
+		deleteMemcached(t, memcacheds, "cache")
+		require.Equal(t, 1, apptest.CountRecords(tel, "memcached finalized"))
+	})
+
+	t.Run("TheGarbageCollectorRemovesTheDeployment", func(t *testing.T) {
+		apptest.Eventually(t, 30*time.Second, "the Deployment to be collected", func(ctx context.Context) (bool, error) {
+			_, err := deployments.Get(ctx, "cache", metav1.GetOptions{})
+			return apierrors.IsNotFound(err), apptest.IgnoreNotFound(err)
+		})
+	})
+}
+
+// createMemcached creates the Memcached name of size, leaving its image to
+// the CRD's default.
+func createMemcached(t *testing.T, ri dynamic.ResourceInterface, name string, size int64) *unstructured.Unstructured {
+	t.Helper()
+	m := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cache.example.com/v1alpha1",
+		"kind":       "Memcached",
+		"metadata":   map[string]any{"name": name},
+		"spec":       map[string]any{"size": size},
+	}}
+	got, err := ri.Create(t.Context(), m, metav1.CreateOptions{FieldManager: "test", FieldValidation: "Strict"})
+	require.NoError(t, err)
+	return got
+}
+
+// deleteMemcached deletes the Memcached name and waits until it is gone,
+// which needs a running App to finalize it.
+func deleteMemcached(t *testing.T, ri dynamic.ResourceInterface, name string) {
+	t.Helper()
+	require.NoError(t, ri.Delete(t.Context(), name, metav1.DeleteOptions{}))
+	apptest.Eventually(t, 10*time.Second, "the Memcached to be gone", func(ctx context.Context) (bool, error) {
+		_, err := ri.Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), apptest.IgnoreNotFound(err)
+	})
+}
+
+// waitDeployment waits for the Deployment name in ns, and returns it.
+func waitDeployment(t *testing.T, kc kubernetes.Interface, ns, name string) *appsv1.Deployment {
+	t.Helper()
+	var d *appsv1.Deployment
+	apptest.Eventually(t, 10*time.Second, "the Deployment", func(ctx context.Context) (bool, error) {
+		var err error
+		d, err = kc.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil, apptest.IgnoreNotFound(err)
+	})
+	return d
+}
+
+// waitAvailable waits until the Memcached name's status has the condition
+// Available True, DeploymentApplied, of its current generation.
+func waitAvailable(t *testing.T, ri dynamic.ResourceInterface, name string) {
+	t.Helper()
+	apptest.Eventually(t, 10*time.Second, "the Available condition", func(ctx context.Context) (bool, error) {
+		got, err := ri.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		obj := decode(t, got)
+		for _, c := range obj.Status.Conditions {
+			if c.Type == "Available" && c.Status == metav1.ConditionTrue && c.Reason == "DeploymentApplied" && c.ObservedGeneration == obj.Generation {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
+// scaleAndWaitUndone scales the Deployment name by hand, as kubectl scale
+// does, and waits up to a second for the App to put back want replicas.
+func scaleAndWaitUndone(t *testing.T, deployments appsv1client.DeploymentInterface, name string, want int32) {
+	t.Helper()
+	scale, err := deployments.GetScale(t.Context(), name, metav1.GetOptions{})
+	require.NoError(t, err)
+	scale.Spec.Replicas = want + 1
+	_, err = deployments.UpdateScale(t.Context(), name, scale, metav1.UpdateOptions{FieldManager: "kubectl-scale"})
+	require.NoError(t, err)
+	start := time.Now()
+	apptest.Eventually(t, time.Second, "the scale to be undone", func(ctx context.Context) (bool, error) {
+		d, err := deployments.Get(ctx, name, metav1.GetOptions{})
+		return err == nil && *d.Spec.Replicas == want, err
+	})
+	t.Logf("the hand-made scale was undone in %v", time.Since(start).Round(time.Millisecond))
+}
+
+func decode(t *testing.T, u *unstructured.Unstructured) app.Object {
+	t.Helper()
+	var obj app.Object
+	require.NoError(t, runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &obj))
+	return obj
+}
+
+func abs(t *testing.T, path string) string {
+	p, err := filepath.Abs(path)
+	require.NoError(t, err)
+	return p
+}

@@ -1,0 +1,61 @@
+// Package app is the Memcached operator of the kubebuilder book, written as
+// a humus App with github.com/z5labs/humus/kube: its types and Rules, a
+// Reconciler that applies the Deployment each Memcached controls, a
+// finalizer, and an Init that sources its Connection and Settings with the
+// humus config package, in a pod or from a kubeconfig.
+//
+// cmd/memcached runs it with humus.Main; ../deploy holds what a cluster needs
+// to run it: the CRD, which TestMemcachedCRD keeps true to the types, the
+// ServiceAccount, its RBAC and the Deployment.
+package app
+
+import (
+	"regexp"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/z5labs/humus/kube"
+)
+
+// MemcachedSpec is what a Memcached declares: how many memcached pods run,
+// and their image.
+type MemcachedSpec struct {
+	Size  int32  `json:"size"`
+	Image string `json:"image"`
+}
+
+// MemcachedStatus is what the controller reports: the ready replicas of the
+// Deployment it applied, and its conditions, of which it writes Available.
+type MemcachedStatus struct {
+	ReadyReplicas int32              `json:"readyReplicas,omitempty"`
+	Conditions    []metav1.Condition `json:"conditions,omitempty"`
+}
+
+var (
+	spec   MemcachedSpec
+	status MemcachedStatus
+
+	// Memcached is the custom resource memcacheds.cache.example.com,
+	// version v1alpha1. Its Rules are the book's validation markers as
+	// typed values: a Size from 1 to 3, and an Image that starts with
+	// "memcached:" and defaults to memcached:1.6.26-alpine3.19.
+	Memcached = kube.Resource[MemcachedSpec, MemcachedStatus]{
+		Group:   "cache.example.com",
+		Version: "v1alpha1",
+		Kind:    "Memcached",
+		Plural:  "memcacheds",
+		Scope:   kube.Namespaced,
+		Rules: []kube.TypeRules{
+			kube.Rules(&spec,
+				kube.Field(&spec.Size).Minimum(1).Maximum(3).Description("How many memcached pods run."),
+				kube.Field(&spec.Image).Pattern(regexp.MustCompile(`^memcached:`)).Default("memcached:1.6.26-alpine3.19"),
+			),
+			kube.Rules(&status,
+				kube.Field(&status.Conditions).ListMap("type"),
+			),
+		},
+	}
+)
+
+// Object is one Memcached, as the controller hands it to the Reconciler.
+type Object = kube.Object[MemcachedSpec, MemcachedStatus]

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdklog "go.opentelemetry.io/otel/sdk/log"
+
+	"github.com/z5labs/humus"
+)
+
+// logPrinter is the App's Telemetry in the demo: it prints each log record
+// the App emits (the controller's, client-go's and the finalizer's) as one
+// line, under the current step, and counts the finalizer's records.
+type logPrinter struct {
+	out   io.Writer
+	quiet bool
+
+	mu          sync.Mutex
+	finalizings int
+}
+
+func (p *logPrinter) telemetry(context.Context, humus.Host) (humus.Telemetry, error) {
+	lp := sdklog.NewLoggerProvider(sdklog.WithProcessor(sdklog.NewSimpleProcessor(p)))
+	return humus.Telemetry{LoggerProvider: lp, Shutdown: lp.Shutdown}, nil
+}
+
+// finalized returns how many times the App's finalizer has run.
+func (p *logPrinter) finalized() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.finalizings
+}
+
+// Export is sdklog.Exporter's.
+func (p *logPrinter) Export(_ context.Context, records []sdklog.Record) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, r := range records {
+		body := r.Body().AsString()
+		if body == "memcached finalized" && r.InstrumentationScope().Name == "github.com/z5labs/humus/kube/examples/memcached/app" {
+			p.finalizings++
+		}
+		if p.quiet {
+			continue
+		}
+		var attrs []string
+		r.WalkAttributes(func(kv attribute.KeyValue) bool {
+			attrs = append(attrs, string(kv.Key)+"="+kv.Value.Emit())
+			return true
+		})
+		sev := r.SeverityText()
+		if sev == "" {
+			sev = r.Severity().String()
+		}
+		fmt.Fprintf(p.out, "   │ app %-5s %s %s\n", sev, body, strings.Join(attrs, " "))
+	}
+	return nil
+}
+
+// Shutdown is sdklog.Exporter's.
+func (p *logPrinter) Shutdown(context.Context) error { return nil }
+
+// ForceFlush is sdklog.Exporter's.
+func (p *logPrinter) ForceFlush(context.Context) error { return nil }

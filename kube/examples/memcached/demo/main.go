@@ -1,0 +1,536 @@
+// Command demo shows the Memcached operator at work, step by step, on a
+// real Kubernetes control plane:
+//
+//	go run ./kube/examples/memcached/demo
+//
+// On a fresh machine it first builds the local control plane (etcd,
+// kube-apiserver and kube-controller-manager, from Go modules: minutes, the
+// first time only), and starts it on 127.0.0.1. Then it installs the
+// Memcached CRD, runs the Memcached App in this process, as humus.Main
+// would, creates a Memcached, and shows what the App does with it: the
+// Deployment it applies, the status it writes, a hand-made scale it undoes,
+// the finalizer it runs on delete, and its exit 0 on SIGTERM with the Lease
+// released. Last, it stops the control plane.
+//
+// With -kubeconfig it uses an existing cluster instead (such as kind's or
+// k3s's), in the namespace -namespace, and leaves the cluster running.
+// There is no kubelet in the local control plane, so the Deployment's pods
+// never run and its ready replicas stay 0.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/controlplane"
+	"github.com/z5labs/humus/kube/examples/internal/appconfig"
+	"github.com/z5labs/humus/kube/examples/memcached/app"
+)
+
+func main() {
+	kubeconfig := flag.String("kubeconfig", "", "use the existing cluster of this kubeconfig instead of starting the local control plane")
+	namespace := flag.String("namespace", "memcached-demo", "the namespace the demo's Memcached, its Deployment and the App's Lease go in")
+	quiet := flag.Bool("quiet", false, "hide the App's own log records")
+	flag.Parse()
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	d := &demo{out: os.Stdout, namespace: *namespace, quiet: *quiet}
+	if err := d.run(ctx, *kubeconfig); err != nil {
+		fmt.Fprintf(os.Stderr, "\ndemo failed: %v\n", err)
+		os.Exit(1)
+	}
+}
+
+type demo struct {
+	out       io.Writer
+	namespace string
+	quiet     bool
+
+	cluster *controlplane.Cluster
+	kube    kubernetes.Interface
+	dynamic dynamic.Interface
+	logs    *logPrinter
+
+	step int
+}
+
+var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// The name of the demo's Memcached, and of its Deployment.
+const name = "example"
+
+func (d *demo) run(ctx context.Context, kubeconfig string) (err error) {
+	if err := d.startCluster(ctx, kubeconfig); err != nil {
+		return err
+	}
+	if kubeconfig == "" {
+		defer func() {
+			d.title("Stopping the control plane")
+			if stopErr := d.cluster.Stop(); stopErr != nil {
+				err = errors.Join(err, stopErr)
+				return
+			}
+			d.say("stopped; its data directory is removed")
+		}()
+	}
+	if d.kube, err = kubernetes.NewForConfig(d.cluster.RESTConfig()); err != nil {
+		return err
+	}
+	if d.dynamic, err = dynamic.NewForConfig(d.cluster.RESTConfig()); err != nil {
+		return err
+	}
+	if err := d.installCRD(ctx); err != nil {
+		return err
+	}
+	memcacheds := d.dynamic.Resource(app.Memcached.GVR()).Namespace(d.namespace)
+
+	a, err := d.startApp(ctx, kubeconfig)
+	if err != nil {
+		return err
+	}
+	defer a.stop()
+
+	m, err := d.createMemcached(ctx, memcacheds)
+	if err != nil {
+		return err
+	}
+	if err := d.showDeployment(ctx, m); err != nil {
+		return err
+	}
+	if err := d.showStatus(ctx, memcacheds); err != nil {
+		return err
+	}
+	if err := d.scaleByHand(ctx); err != nil {
+		return err
+	}
+	if err := d.deleteMemcached(ctx, memcacheds); err != nil {
+		return err
+	}
+	return d.terminate(ctx, a)
+}
+
+// startCluster builds and starts the local control plane, or connects to
+// the cluster of kubeconfig.
+func (d *demo) startCluster(ctx context.Context, kubeconfig string) error {
+	if kubeconfig != "" {
+		d.title("Using the cluster of " + kubeconfig)
+		c, err := controlplane.FromKubeconfig(kubeconfig)
+		if err != nil {
+			return err
+		}
+		d.cluster = c
+		d.say("API server: https://%s", c.Server)
+		return nil
+	}
+	d.title("Starting a local Kubernetes control plane " + controlplane.Version)
+	bins, err := controlplane.DefaultBinDir()
+	if err != nil {
+		return err
+	}
+	if controlplane.BinariesIn(bins).Check() != nil {
+		d.say("building etcd, kube-apiserver and kube-controller-manager from Go modules into %s", bins)
+		d.say("(the first time only: it takes about 5 minutes on 2 cores)")
+	}
+	if _, err := controlplane.Build(ctx, controlplane.BuildOptions{Progress: indent{d.out}}); err != nil {
+		return err
+	}
+	start := time.Now()
+	c, err := controlplane.Start(ctx, controlplane.Options{})
+	if err != nil {
+		return err
+	}
+	d.cluster = c
+	d.say("etcd, kube-apiserver and kube-controller-manager (with its garbage collector; no kubelet, so no pod runs)")
+	d.say("API server: https://%s, ready in %v", c.Server, time.Since(start).Round(100*time.Millisecond))
+	return nil
+}
+
+// installCRD applies the Memcached CRD, which app.Memcached.CRD() reflects
+// from the Go types: the same YAML that deploy/crds holds, which the golden
+// test keeps in step.
+func (d *demo) installCRD(ctx context.Context) error {
+	d.title("Installing the Memcached CRD")
+	crd, err := app.Memcached.CRD()
+	if err != nil {
+		return err
+	}
+	u, err := runtime.DefaultUnstructuredConverter.ToUnstructured(crd)
+	if err != nil {
+		return err
+	}
+	obj := &unstructured.Unstructured{Object: u}
+	obj.SetAPIVersion("apiextensions.k8s.io/v1")
+	obj.SetKind("CustomResourceDefinition")
+	crds := d.dynamic.Resource(crdGVR)
+	if _, err := crds.Apply(ctx, crd.Name, obj, metav1.ApplyOptions{FieldManager: "memcached-demo", Force: true}); err != nil {
+		return err
+	}
+	err = poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		got, err := crds.Get(ctx, crd.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(got.Object, "status", "conditions")
+		for _, c := range conds {
+			if c, ok := c.(map[string]any); ok && c["type"] == "Established" && c["status"] == "True" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the CRD to be established: %w", err)
+	}
+	d.say("%s is established (reflected from MemcachedSpec and MemcachedStatus, no markers)", crd.Name)
+
+	// The Rules are the API server's to enforce.
+	bad := memcachedObject(0)
+	_, err = d.dynamic.Resource(app.Memcached.GVR()).Namespace("default").Create(ctx, bad, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	switch {
+	case apierrors.IsInvalid(err):
+		d.say("a Memcached of size 0 is rejected by the API server:")
+		d.say("  %s", lastLine(err.Error()))
+	case err != nil:
+		return err
+	default:
+		return errors.New("the API server accepted a Memcached of size 0")
+	}
+	return nil
+}
+
+// startApp runs the Memcached App in this process, with humus.Run on the
+// real Host, whose environment holds what app.Init reads, and whose
+// signals the demo sends.
+func (d *demo) startApp(ctx context.Context, kubeconfig string) (*runningApp, error) {
+	d.title("Starting the Memcached App")
+	if _, err := d.kube.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: d.namespace}}, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, err
+	}
+	path := d.cluster.Kubeconfig
+	if kubeconfig != "" {
+		abs, err := filepath.Abs(kubeconfig)
+		if err != nil {
+			return nil, err
+		}
+		path = abs
+	}
+	probes, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	env := map[string]string{
+		appconfig.EnvKubeconfig:   path,
+		appconfig.EnvPodNamespace: d.namespace,
+		appconfig.EnvPodName:      "demo-0",
+		appconfig.EnvWatchNS:      d.namespace,
+		appconfig.EnvProbesAddr:   probes,
+	}
+	for _, k := range []string{appconfig.EnvKubeconfig, appconfig.EnvPodNamespace, appconfig.EnvPodName, appconfig.EnvWatchNS, appconfig.EnvProbesAddr} {
+		d.say("%s=%s", k, env[k])
+	}
+	host := humus.OSHost()
+	host.LookupEnv = func(k string) (string, bool) { v, ok := env[k]; return v, ok }
+	a := &runningApp{signals: make(chan os.Signal, 1), exit: make(chan int, 1)}
+	host.Signals = func(context.Context) <-chan os.Signal { return a.signals }
+	host.Stderr = indent{d.out}
+	d.logs = &logPrinter{out: d.out, quiet: d.quiet}
+	go func() {
+		a.exit <- humus.Run(ctx, host, app.Init, humus.WithTelemetry(d.logs.telemetry))
+	}()
+
+	err = poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		select {
+		case code := <-a.exit:
+			a.exit <- code
+			return false, fmt.Errorf("the App exited with %d", code)
+		default:
+		}
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+probes+"/readyz", nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the App to be ready: %w", err)
+	}
+	d.say("ready: GET http://%s/readyz answers 200 once the controller's caches have synced", probes)
+	err = poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		h, err := d.holder(ctx)
+		return h == "demo-0", err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("waiting for the App to take the Lease: %w", err)
+	}
+	d.say("leader: it holds the Lease %s/%s", d.namespace, app.FieldManager)
+	return a, nil
+}
+
+func (d *demo) createMemcached(ctx context.Context, memcacheds dynamic.ResourceInterface) (*unstructured.Unstructured, error) {
+	d.title("Creating a Memcached")
+	d.say("apiVersion: cache.example.com/v1alpha1")
+	d.say("kind: Memcached")
+	d.say("metadata: {name: %s, namespace: %s}", name, d.namespace)
+	d.say("spec: {size: 2}")
+	m, err := memcacheds.Create(ctx, memcachedObject(2), metav1.CreateOptions{FieldManager: "memcached-demo"})
+	if err != nil {
+		return nil, err
+	}
+	image, _, _ := unstructured.NestedString(m.Object, "spec", "image")
+	d.say("created; the API server defaulted spec.image to %s", image)
+	return m, nil
+}
+
+func (d *demo) showDeployment(ctx context.Context, m *unstructured.Unstructured) error {
+	d.title("The Deployment the App applied")
+	var dep *appsv1.Deployment
+	err := poll(ctx, 10*time.Second, func(ctx context.Context) (bool, error) {
+		var err error
+		dep, err = d.kube.AppsV1().Deployments(d.namespace).Get(ctx, name, metav1.GetOptions{})
+		return err == nil, ignoreNotFound(err)
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the Deployment: %w", err)
+	}
+	d.say("deployment %s/%s", dep.Namespace, dep.Name)
+	d.say("  replicas: %d, image: %s", *dep.Spec.Replicas, dep.Spec.Template.Spec.Containers[0].Image)
+	for _, ref := range dep.OwnerReferences {
+		d.say("  ownerReference: %s %s (uid %s), controller=%t, blockOwnerDeletion=%t",
+			ref.Kind, ref.Name, ref.UID, deref(ref.Controller), deref(ref.BlockOwnerDeletion))
+	}
+	if len(dep.OwnerReferences) == 1 && dep.OwnerReferences[0].UID == m.GetUID() {
+		d.say("  so the Memcached controls it: a change to it reconciles the Memcached, and it goes with it")
+	}
+	for _, f := range dep.ManagedFields {
+		d.say("  managed by %s (%s)", f.Manager, f.Operation)
+	}
+	d.say("  ready replicas: %d (no kubelet runs here, so no pod starts)", dep.Status.ReadyReplicas)
+	return nil
+}
+
+func (d *demo) showStatus(ctx context.Context, memcacheds dynamic.ResourceInterface) error {
+	d.title("The status the App wrote")
+	var obj app.Object
+	err := poll(ctx, 10*time.Second, func(ctx context.Context) (bool, error) {
+		got, err := memcacheds.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		obj = app.Object{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, &obj); err != nil {
+			return false, err
+		}
+		return len(obj.Status.Conditions) > 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the status: %w", err)
+	}
+	d.say("status.readyReplicas: %d", obj.Status.ReadyReplicas)
+	for _, c := range obj.Status.Conditions {
+		d.say("status.conditions: type=%s status=%s reason=%s observedGeneration=%d", c.Type, c.Status, c.Reason, c.ObservedGeneration)
+	}
+	d.say("metadata.finalizers: %s", strings.Join(obj.Finalizers, ", "))
+	for _, f := range obj.ManagedFields {
+		sub := ""
+		if f.Subresource != "" {
+			sub = " on " + f.Subresource
+		}
+		d.say("managed by %s: %s%s", f.Manager, f.Operation, sub)
+	}
+	d.say("(server-side apply under one field manager: no Get, no Update, no conflict to retry)")
+	return nil
+}
+
+func (d *demo) scaleByHand(ctx context.Context) error {
+	d.title("Scaling the Deployment by hand")
+	deployments := d.kube.AppsV1().Deployments(d.namespace)
+	patch := []byte(`{"spec":{"replicas":3}}`)
+	if _, err := deployments.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "kubectl-scale"}, "scale"); err != nil {
+		return err
+	}
+	start := time.Now()
+	d.say("kubectl scale deployment/%s --replicas=3", name)
+	err := poll(ctx, 10*time.Second, func(ctx context.Context) (bool, error) {
+		dep, err := deployments.Get(ctx, name, metav1.GetOptions{})
+		return err == nil && *dep.Spec.Replicas == 2, err
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the scale to be undone: %w", err)
+	}
+	d.say("undone in %v: replicas are 2 again, as the Memcached's spec.size says", time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+func (d *demo) deleteMemcached(ctx context.Context, memcacheds dynamic.ResourceInterface) error {
+	d.title("Deleting the Memcached")
+	d.say("kubectl delete memcached/%s", name)
+	if err := memcacheds.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		return err
+	}
+	err := poll(ctx, 10*time.Second, func(ctx context.Context) (bool, error) {
+		return d.logs.finalized() > 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the finalizer: %w", err)
+	}
+	d.say("the finalizer %s ran (see the App's record above)", app.FinalizerName)
+	err = poll(ctx, 10*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := memcacheds.Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), ignoreNotFound(err)
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the deletion to complete: %w", err)
+	}
+	d.say("the App removed its finalizer, and the deletion completed: memcached/%s is gone", name)
+	err = poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		_, err := d.kube.AppsV1().Deployments(d.namespace).Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), ignoreNotFound(err)
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for the garbage collector: %w", err)
+	}
+	d.say("the garbage collector deleted deployment/%s, which the Memcached owned", name)
+	return nil
+}
+
+func (d *demo) terminate(ctx context.Context, a *runningApp) error {
+	d.title("Stopping the App with SIGTERM")
+	a.signals <- syscall.SIGTERM
+	select {
+	case code := <-a.exit:
+		a.exited = true
+		if code != 0 {
+			return fmt.Errorf("the App exited with %d", code)
+		}
+		d.say("the App exited 0")
+	case <-time.After(30 * time.Second):
+		return errors.New("the App did not exit within 30s of SIGTERM")
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	h, err := d.holder(ctx)
+	if err != nil {
+		return err
+	}
+	if h != "" {
+		return fmt.Errorf("the Lease is still held by %q", h)
+	}
+	d.say("the Lease %s/%s has no holder: it was released, so a next replica takes over at once", d.namespace, app.FieldManager)
+	return nil
+}
+
+func (d *demo) holder(ctx context.Context) (string, error) {
+	l, err := d.kube.CoordinationV1().Leases(d.namespace).Get(ctx, app.FieldManager, metav1.GetOptions{})
+	if err != nil || l.Spec.HolderIdentity == nil {
+		return "", ignoreNotFound(err)
+	}
+	return *l.Spec.HolderIdentity, nil
+}
+
+func (d *demo) title(s string) {
+	d.step++
+	fmt.Fprintf(d.out, "\n%d. %s\n", d.step, s)
+}
+
+func (d *demo) say(format string, args ...any) {
+	fmt.Fprintf(d.out, "   "+format+"\n", args...)
+}
+
+// runningApp is the App humus.Run runs in this process.
+type runningApp struct {
+	signals chan os.Signal
+	exit    chan int
+	exited  bool
+}
+
+// stop sends SIGTERM, if the App still runs, and waits for it.
+func (a *runningApp) stop() {
+	if a.exited {
+		return
+	}
+	select {
+	case a.signals <- syscall.SIGTERM:
+	default:
+	}
+	select {
+	case <-a.exit:
+	case <-time.After(30 * time.Second):
+	}
+}
+
+func memcachedObject(size int64) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "cache.example.com/v1alpha1",
+		"kind":       "Memcached",
+		"metadata":   map[string]any{"name": name},
+		"spec":       map[string]any{"size": size},
+	}}
+}
+
+// poll calls cond every 20ms until it returns true or an error, or timeout
+// passes.
+func poll(ctx context.Context, timeout time.Duration, cond func(ctx context.Context) (bool, error)) error {
+	return wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, timeout, true, cond)
+}
+
+func ignoreNotFound(err error) error {
+	if apierrors.IsNotFound(err) {
+		return nil
+	}
+	return err
+}
+
+func deref(b *bool) bool { return b != nil && *b }
+
+func lastLine(s string) string {
+	if i := strings.LastIndex(s, ": "); i >= 0 && strings.Contains(s[:i], "spec.") {
+		return s[strings.Index(s, "spec."):]
+	}
+	return s
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// indent writes each line it is given indented, under the current step.
+type indent struct{ w io.Writer }
+
+func (i indent) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		fmt.Fprintf(i.w, "   %s\n", line)
+	}
+	return len(p), nil
+}
