@@ -192,6 +192,7 @@ func Build(ctx context.Context, opts BuildOptions) (Binaries, error) {
 
 	ldflags := versionLDFlags(time.Now())
 	start := time.Now()
+	built := 0
 	for _, b := range todo {
 		out := filepath.Join(binDir, b.name)
 		// Another process may have built it while this one waited for the lock.
@@ -204,6 +205,10 @@ func Build(ctx context.Context, opts BuildOptions) (Binaries, error) {
 			return Binaries{}, err
 		}
 		fmt.Fprintf(progress, "controlplane: built %s in %s\n", b.name, time.Since(t0).Round(100*time.Millisecond))
+		built++
+	}
+	if built == 0 {
+		return bins, nil
 	}
 	fmt.Fprintf(progress, "controlplane: built the control plane %s into %s in %s\n", Version, binDir, time.Since(start).Round(100*time.Millisecond))
 	return bins, nil
