@@ -19,6 +19,36 @@ import (
 // apiVersion and kind (strings), metadata (an object, which the API server
 // fills in), a required spec, and status.
 //
+// Each Go type has the schema of its encoding by encoding/json:
+//
+//	bool                              type: boolean
+//	int8 to int32, uint8, uint16      type: integer, format: int32
+//	int, int64, uint, uint32, uint64  type: integer, format: int64
+//	float32, float64                  type: number
+//	string                            type: string
+//	[]byte                            type: string, format: byte
+//	a slice or an array               type: array, with items
+//	map[string]V                      type: object, with additionalProperties
+//	a struct                          type: object, a property for each field encoding/json writes
+//	*T                                T's schema
+//	metav1.Time, metav1.MicroTime     type: string, format: date-time
+//	metav1.Duration                   type: string
+//	resource.Quantity, intstr.IntOrString  x-kubernetes-int-or-string, anyOf integer and string
+//	runtime.RawExtension              type: object, x-kubernetes-preserve-unknown-fields
+//	metav1.ObjectMeta, in a template  type: object
+//	an encoding.TextMarshaler         type: string
+//	a type with a Schema              that schema
+//
+// A struct's properties are named by their json tags, and follow
+// encoding/json's rules: a field tagged "-" or unexported is left out, an
+// embedded struct's fields are inlined, the shallowest field of a name wins,
+// and a field tagged ",string" is a string. A field is required unless its
+// tag has omitempty or omitzero, it has a Default, or it is promoted
+// through an embedded pointer. A field of a pointer, slice or map, which
+// encoding/json writes as null when it is nil, is nullable unless it is
+// omitempty, omitzero or has a Default: the API server drops a null that
+// isn't nullable, and would then find a required field missing.
+//
 // It returns one error that names every mistake it finds, joined with
 // errors.Join: a missing or malformed Group, Version, Kind or Plural (as the
 // API server checks them), a Scope that is neither Namespaced nor Cluster;

@@ -155,8 +155,10 @@ func (f FieldOf[T]) Description(s string) FieldOf[T] {
 
 // Default is the value the API server gives the field when an object leaves
 // it out, encoded as encoding/json encodes v. A field with a Default is
-// optional. The API server checks the default against the field's schema
-// when the CRD is applied.
+// optional, and not nullable even if it is a pointer, a slice or a map: the
+// API server drops a null it may not keep, and then defaults the field. The
+// API server checks the default against the field's schema when the CRD is
+// applied.
 func (f FieldOf[T]) Default(v T) FieldOf[T] {
 	f = f.with("Default", func(p *apiextensionsv1.JSONSchemaProps) error {
 		raw, err := json.Marshal(v)
@@ -260,7 +262,8 @@ func (f FieldOf[T]) MaxItems(n int) FieldOf[T] {
 
 // ListSet makes the field a set: its items are unique, and server-side
 // apply merges them one by one (x-kubernetes-list-type: set). It fits a
-// slice or an array whose items are scalars or arrays, not structs or maps.
+// slice or an array whose items are scalars, and not pointers, which the
+// API server requires.
 func (f FieldOf[T]) ListSet() FieldOf[T] {
 	return f.with("ListSet", func(p *apiextensionsv1.JSONSchemaProps) error {
 		set := "set"
@@ -269,8 +272,12 @@ func (f FieldOf[T]) ListSet() FieldOf[T] {
 		if err := fits(p, "array", 0); err != nil {
 			return err
 		}
-		if it := items(p); it != nil && it.Type == "object" {
+		it := items(p)
+		switch {
+		case it != nil && it.Type == "object":
 			return fmt.Errorf("fits a list of scalars, not of objects: use ListMap")
+		case it != nil && it.Nullable:
+			return fmt.Errorf("fits a list whose items can't be null, not of pointers, slices or maps")
 		}
 		return nil
 	})
@@ -299,7 +306,7 @@ func (f FieldOf[T]) ListMap(keys ...string) FieldOf[T] {
 			return fmt.Errorf("fits a list of structs")
 		}
 		if it.Nullable {
-			return fmt.Errorf("fits a list of structs, not of pointers, whose items can be null")
+			return fmt.Errorf("fits a list of structs, not of pointers to them, whose items can be null")
 		}
 		var errs []error
 		for i, k := range keys {

@@ -204,11 +204,29 @@ func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSch
 	return apiextensionsv1.JSONSchemaProps{Type: "object"}
 }
 
+// mayBeNil reports whether encoding/json writes null for a nil value of t:
+// a slice or a map that doesn't encode itself.
+func (b *reflector) mayBeNil(t reflect.Type) bool {
+	if t.Kind() != reflect.Slice && t.Kind() != reflect.Map {
+		return false
+	}
+	if r := b.rules[t]; r != nil && r.schema != nil {
+		return false
+	}
+	p := reflect.PointerTo(t)
+	return !p.Implements(marshalerType) && !p.Implements(textMarshalerType)
+}
+
 // element is the schema of an item of an array or a value of a map: a
-// pointer's is its element's, nullable, since a nil pointer encodes as null.
+// pointer's is its element's, nullable, since a nil pointer encodes as
+// null, as a nil slice or map does.
 func (b *reflector) element(t reflect.Type, path string) apiextensionsv1.JSONSchemaProps {
 	if t.Kind() != reflect.Pointer {
-		return b.schema(t, path)
+		s := b.schema(t, path)
+		if b.mayBeNil(t) {
+			s.Nullable = true
+		}
+		return s
 	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
@@ -253,10 +271,8 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 		} else {
 			p = b.schema(ft, fpath)
 		}
-		if ptr && !f.omit {
-			p.Nullable = true
-		}
 		required := !f.omit && !f.viaPointer
+		defaulted := false
 		// The rules of each struct along the field's index sequence, the
 		// innermost first, so the outer type's rules win.
 		owner := make([]reflect.Type, len(f.index))
@@ -279,6 +295,7 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 				}
 				if fr.defaulted {
 					required = false
+					defaulted = true
 				}
 				for n, c := range fr.constraints {
 					if err := c.apply(&p); err != nil {
@@ -286,6 +303,12 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 					}
 				}
 			}
+		}
+		// encoding/json writes null for a nil pointer, slice or map. The API
+		// server drops a null it may not keep, and then finds a required
+		// field missing; and it defaults only a field that is missing.
+		if (ptr || b.mayBeNil(ft)) && !f.quoted && !f.omit && !defaulted {
+			p.Nullable = true
 		}
 		s.Properties[f.name] = p
 		if required {

@@ -83,15 +83,15 @@ func TestSchemaOfEveryRowOfTheTable(t *testing.T) {
 		{"float64", propOf[float64], apiextensionsv1.JSONSchemaProps{Type: "number"}},
 		{"string", propOf[string], stringSchema},
 		{"a named string", propOf[named], stringSchema},
-		{"[]byte", propOf[[]byte], apiextensionsv1.JSONSchemaProps{Type: "string", Format: "byte"}},
-		{"json.RawMessage-free named bytes", propOf[[]uint8], apiextensionsv1.JSONSchemaProps{Type: "string", Format: "byte"}},
-		{"a slice", propOf[[]string], arrayOf(stringSchema)},
+		{"[]byte", propOf[[]byte], nullable(apiextensionsv1.JSONSchemaProps{Type: "string", Format: "byte"})},
+		{"[]uint8", propOf[[]uint8], nullable(apiextensionsv1.JSONSchemaProps{Type: "string", Format: "byte"})},
+		{"a slice", propOf[[]string], nullable(arrayOf(stringSchema))},
 		{"an array", propOf[[3]int32], arrayOf(int32Schema)},
 		{"an array of bytes is numbers", propOf[[4]byte], arrayOf(int32Schema)},
-		{"a slice of slices", propOf[[][]bool], arrayOf(arrayOf(apiextensionsv1.JSONSchemaProps{Type: "boolean"}))},
-		{"a slice of pointers", propOf[[]*string], arrayOf(nullable(stringSchema))},
-		{"map[string]V", propOf[map[string]int32], apiextensionsv1.JSONSchemaProps{Type: "object", AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &int32Schema}}},
-		{"map[named]V", propOf[map[named]string], apiextensionsv1.JSONSchemaProps{Type: "object", AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &stringSchema}}},
+		{"a slice of slices", propOf[[][]bool], nullable(arrayOf(nullable(arrayOf(apiextensionsv1.JSONSchemaProps{Type: "boolean"}))))},
+		{"a slice of pointers", propOf[[]*string], nullable(arrayOf(nullable(stringSchema)))},
+		{"map[string]V", propOf[map[string]int32], nullable(apiextensionsv1.JSONSchemaProps{Type: "object", AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &int32Schema}})},
+		{"map[named]V", propOf[map[named]string], nullable(apiextensionsv1.JSONSchemaProps{Type: "object", AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &stringSchema}})},
 		{"a struct", propOf[Window], apiextensionsv1.JSONSchemaProps{
 			Type:       "object",
 			Properties: map[string]apiextensionsv1.JSONSchemaProps{"min": int32Schema, "max": int32Schema},
@@ -137,6 +137,38 @@ func TestSchemaOfAFieldIsRequiredUnlessOmitemptyOmitzeroOrDefault(t *testing.T) 
 	require.False(t, got.Properties["omitPtr"].Nullable, "omitempty leaves a nil pointer out")
 	require.False(t, got.Properties["zeroPtr"].Nullable, "omitzero leaves a nil pointer out")
 	require.False(t, got.Properties["plain"].Nullable)
+}
+
+func TestSchemaOfAFieldThatEncodesAsNullIsNullable(t *testing.T) {
+	type s struct {
+		Slice      []string          `json:"slice"`
+		Map        map[string]string `json:"map"`
+		Bytes      []byte            `json:"bytes"`
+		Ptr        *int32            `json:"ptr"`
+		OmitSlice  []string          `json:"omitSlice,omitempty"`
+		ZeroMap    map[string]string `json:"zeroMap,omitzero"`
+		Defaulted  []string          `json:"defaulted"`
+		DefaultPtr *int32            `json:"defaultPtr"`
+		Array      [2]string         `json:"array"`
+		Text       textual           `json:"text"`
+		Colors     Color             `json:"colors"`
+	}
+	var v s
+	got := specOf[s](t,
+		kube.Rules(&v, kube.Field(&v.Defaulted).Default([]string{"a"}), kube.Field(&v.DefaultPtr).Default(ptr[int32](1))),
+		kube.Schema[Color](colourSchema),
+	)
+	for name, want := range map[string]bool{
+		"slice": true, "map": true, "bytes": true, "ptr": true,
+		"omitSlice": false, "zeroMap": false, "defaulted": false, "defaultPtr": false,
+		"array": false, "text": false, "colors": false,
+	} {
+		require.Equal(t, want, got.Properties[name].Nullable, name)
+	}
+	b, err := json.Marshal(s{Colors: Red})
+	require.NoError(t, err)
+	require.JSONEq(t, `{"slice":null,"map":null,"bytes":null,"ptr":null,"defaulted":null,"defaultPtr":null,"array":["",""],"text":"a-b","colors":"red"}`, string(b),
+		"each nullable field is one encoding/json writes null for; a defaulted one is dropped by the API server, and defaulted")
 }
 
 func TestSchemaFollowsEncodingJSONTags(t *testing.T) {
