@@ -1,0 +1,176 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/z5labs/humus"
+)
+
+const widgetFinalizer = "test.example.com/cleanup"
+
+// counter counts calls by object name.
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counter) add(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[name]++
+	return c.n[name]
+}
+
+func (c *counter) get() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
+}
+
+func TestFinalizerIsAddedBeforeTheFirstReconcileAndRunsInPlaceOfIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		var reconciles, finalizes counter
+		var appliedBefore int
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				if reconciles.add(w.Name) == 1 {
+					appliedBefore = len(f.metadataApplies())
+				}
+				return Result[widgetStatus]{}, nil
+			}),
+			Finalize(widgetFinalizer, func(ctx context.Context, w widget) error {
+				finalizes.add(w.Name)
+				return nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+
+		require.Equal(t, 1, appliedBefore, "the finalizer is applied before the first reconcile")
+		applies := f.metadataApplies()
+		require.Len(t, applies, 1)
+		require.Equal(t, controllerName, applies[0].fieldManager)
+		require.Equal(t, []string{widgetFinalizer}, f.get(t, widgetGVR, testNamespace, "w1").GetFinalizers())
+		before := reconciles.get()["w1"]
+
+		f.markDeleted(t, widgetGVR, testNamespace, "w1")
+		synctest.Wait()
+
+		require.Equal(t, map[string]int{"w1": 1}, finalizes.get())
+		require.Equal(t, before, reconciles.get()["w1"], "a deleting object is finalized, not reconciled")
+		require.False(t, f.exists(widgetGVR, testNamespace, "w1"), "removing the finalizer completes the deletion")
+		require.Len(t, f.metadataApplies(), 2)
+		_, hasFinalizers := f.metadataApplies()[1].body["metadata"].(map[string]any)["finalizers"]
+		require.False(t, hasFinalizers, "the finalizer is removed by applying the metadata without it")
+		require.NoError(t, s.stop(t))
+	})
+}
+
+func TestFinalizerErrorRetriesWithBackoff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWidget("w1", 1)
+		w.SetFinalizers([]string{widgetFinalizer})
+		f := newFakeCluster(t, w)
+		f.markDeleted(t, widgetGVR, testNamespace, "w1")
+		settings := testSettings()
+		settings.RetryBaseDelay = time.Second
+		var mu sync.Mutex
+		var at []time.Time
+		c := newWidgetController(t, f, humus.Telemetry{}, settings,
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				t.Error("a deleting object is not reconciled")
+				return Result[widgetStatus]{}, nil
+			}),
+			Finalize(widgetFinalizer, func(ctx context.Context, w widget) error {
+				mu.Lock()
+				defer mu.Unlock()
+				at = append(at, time.Now())
+				if len(at) < 3 {
+					return errors.New("the cloud is down")
+				}
+				return nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+
+		mu.Lock()
+		require.Len(t, at, 3)
+		require.Equal(t, time.Second, at[1].Sub(at[0]))
+		require.Equal(t, 2*time.Second, at[2].Sub(at[1]))
+		mu.Unlock()
+		require.False(t, f.exists(widgetGVR, testNamespace, "w1"))
+		require.NoError(t, s.stop(t))
+	})
+}
+
+func TestPanicInReconcileIsRecoveredAndNotRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("bad", 1), newWidget("good", 2))
+		var reconciles counter
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				reconciles.add(w.Name)
+				if w.Name == "bad" {
+					var m map[string]int
+					m["boom"]++ // a nil map: the developer's mistake
+				}
+				return Result[widgetStatus]{Status: &widgetStatus{Seen: w.Spec.Size}}, nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+
+		require.Equal(t, map[string]int{"bad": 1, "good": 2}, reconciles.get(),
+			"the panicking object is not retried; the other is reconciled, and once more for its status")
+		for _, a := range f.statusApplies() {
+			require.Equal(t, "good", a.name, "a panic has no Result, so no status is applied")
+		}
+		require.NoError(t, s.stop(t))
+	})
+}
+
+func TestPanicInFinalizerIsRecoveredNotRetriedAndKeepsTheFinalizer(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bad := newWidget("bad", 1)
+		bad.SetFinalizers([]string{widgetFinalizer})
+		f := newFakeCluster(t, bad, newWidget("good", 2))
+		f.markDeleted(t, widgetGVR, testNamespace, "bad")
+		var reconciles, finalizes counter
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				reconciles.add(w.Name)
+				return Result[widgetStatus]{}, nil
+			}),
+			Finalize(widgetFinalizer, func(ctx context.Context, w widget) error {
+				finalizes.add(w.Name)
+				panic("finalizer bug")
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+
+		require.Equal(t, map[string]int{"bad": 1}, finalizes.get(), "not retried")
+		require.Equal(t, 2, reconciles.get()["good"], "another object is still reconciled, and again once its finalizer is added")
+		require.True(t, f.exists(widgetGVR, testNamespace, "bad"))
+		require.Equal(t, []string{widgetFinalizer}, f.get(t, widgetGVR, testNamespace, "bad").GetFinalizers(),
+			"the object keeps its finalizer until a fixed controller reconciles it")
+		require.NoError(t, s.stop(t))
+	})
+}
