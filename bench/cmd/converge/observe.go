@@ -299,3 +299,37 @@ func readProc(pid int) (procStats, error) {
 	}
 	return st, sc.Err()
 }
+
+// findAPIServer returns the pid of the kube-apiserver serving on server's
+// port on this machine, or 0.
+func findAPIServer(server string) int {
+	_, port, ok := strings.Cut(server, ":")
+	if !ok {
+		return 0
+	}
+	want := "--secure-port=" + port
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return 0
+	}
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(b), "\x00")
+		if len(args) == 0 || !strings.HasSuffix(args[0], "kube-apiserver") {
+			continue
+		}
+		for _, a := range args {
+			if a == want {
+				return pid
+			}
+		}
+	}
+	return 0
+}

@@ -43,6 +43,7 @@ func mib(b int64) float64 { return float64(b) / (1 << 20) }
 var figures = []figure{
 	{"converge_seconds", func(r Run) (float64, bool) { return r.ConvergeSeconds, true }, "s"},
 	{"cpu_seconds", func(r Run) (float64, bool) { return r.CPUSeconds, true }, "s"},
+	{"apiserver_cpu_seconds", func(r Run) (float64, bool) { return r.APIServerCPUSeconds, r.APIServerCPUSeconds != 0 }, "s"},
 	{"peak_rss_mib", func(r Run) (float64, bool) { return mib(r.PeakRSSBytes), true }, "MiB"},
 	{"heap_inuse_mib", func(r Run) (float64, bool) { return mib(r.HeapInuseBytes), true }, "MiB"},
 	{"requests", func(r Run) (float64, bool) { return r.RequestTotal, true }, ""},

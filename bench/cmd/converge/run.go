@@ -51,6 +51,9 @@ type Run struct {
 	ConvergeSeconds float64 `json:"converge_seconds"`
 	// CPUSeconds is the peer's user and system CPU time until then.
 	CPUSeconds float64 `json:"cpu_seconds"`
+	// APIServerCPUSeconds is the API server's CPU time over the same span,
+	// when its process was found (a started control plane); 0 otherwise.
+	APIServerCPUSeconds float64 `json:"apiserver_cpu_seconds,omitempty"`
 	// PeakRSSBytes is the peer's VmHWM then.
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
 	// HeapInuseBytes is the peer's runtime.MemStats.HeapInuse after a
@@ -179,6 +182,11 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 	if err != nil {
 		return err
 	}
+	apiserver := findAPIServer(cluster.Server)
+	var apiBefore procStats
+	if apiserver != 0 {
+		apiBefore, _ = readProc(apiserver)
+	}
 	resync := c.resyncFor(r.Objects)
 	p, err := startPeer(ctx, c, cluster.Kubeconfig, r.Peer, r.Workers, resync, r)
 	if err != nil {
@@ -201,6 +209,11 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 		return fmt.Errorf("reading the peer's /proc: %w", err)
 	}
 	r.CPUSeconds, r.PeakRSSBytes = ps.CPUSeconds, ps.PeakRSS
+	if apiserver != 0 {
+		if as, err := readProc(apiserver); err == nil {
+			r.APIServerCPUSeconds = as.CPUSeconds - apiBefore.CPUSeconds
+		}
+	}
 	after, _, err := scrape(ctx, kc)
 	if err != nil {
 		return err
