@@ -37,7 +37,7 @@ func TestMistakesInRulesAreCompileErrors(t *testing.T) {
 	}
 	kubeDir, err := os.Getwd()
 	require.NoError(t, err)
-	humusDir := humusReplacement(t, kubeDir)
+	replaces := replacements(t, kubeDir)
 
 	dir := t.TempDir()
 	write := func(name, content string) {
@@ -45,8 +45,7 @@ func TestMistakesInRulesAreCompileErrors(t *testing.T) {
 	}
 	write("go.mod", "module example.com/mistakes\n\ngo 1.26\n\n"+
 		"require github.com/z5labs/humus/kube v0.0.0\n\n"+
-		"replace github.com/z5labs/humus/kube => "+kubeDir+"\n\n"+
-		"replace github.com/z5labs/humus => "+humusDir+"\n")
+		"replace github.com/z5labs/humus/kube => "+kubeDir+"\n\n"+replaces)
 	sum, err := os.ReadFile(filepath.Join(kubeDir, "go.sum"))
 	require.NoError(t, err)
 	write("go.sum", string(sum))
@@ -82,23 +81,27 @@ var spec MemcachedSpec
 	}
 }
 
-// humusReplacement is the directory the kube module's go.mod replaces
-// github.com/z5labs/humus with.
-func humusReplacement(t *testing.T, kubeDir string) string {
+// replacements are the replace directives of the kube module's go.mod,
+// such as github.com/z5labs/humus => ../, with absolute paths, for a module
+// that requires it.
+func replacements(t *testing.T, kubeDir string) string {
 	t.Helper()
 	f, err := os.Open(filepath.Join(kubeDir, "go.mod"))
 	require.NoError(t, err)
 	defer f.Close()
+	var out strings.Builder
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) == 4 && fields[0] == "replace" && fields[1] == "github.com/z5labs/humus" && fields[2] == "=>" {
-			if filepath.IsAbs(fields[3]) {
-				return fields[3]
+		if len(fields) == 4 && fields[0] == "replace" && fields[2] == "=>" {
+			dir := fields[3]
+			if !filepath.IsAbs(dir) {
+				dir = filepath.Join(kubeDir, dir)
 			}
-			return filepath.Join(kubeDir, fields[3])
+			out.WriteString("replace " + fields[1] + " => " + dir + "\n")
 		}
 	}
-	t.Fatal("kube's go.mod doesn't replace github.com/z5labs/humus")
-	return ""
+	require.NoError(t, sc.Err())
+	require.Contains(t, out.String(), "github.com/z5labs/humus =>", "kube's go.mod replaces the humus module")
+	return out.String()
 }

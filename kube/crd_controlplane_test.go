@@ -38,6 +38,7 @@ func TestCRDsAgainstTheAPIServer(t *testing.T) {
 	t.Run("Memcached", func(t *testing.T) { testMemcachedOnServer(t, a) })
 	t.Run("EveryRow", func(t *testing.T) { testEveryRowOnServer(t, a) })
 	t.Run("TemplateMetadata", func(t *testing.T) { testTemplateMetadataOnServer(t, a) })
+	t.Run("Nils", func(t *testing.T) { testNilsOnServer(t, a) })
 }
 
 type apiServer struct {
@@ -323,4 +324,36 @@ func testTemplateMetadataOnServer(t *testing.T, a apiServer) {
 	want, err := json.Marshal(sent)
 	require.NoError(t, err)
 	require.JSONEq(t, string(want), string(b), "the template's metadata is kept whole")
+}
+
+// testNilsOnServer shows that what encoding/json writes for a nil pointer,
+// slice or map is accepted, and that a defaulted one is defaulted.
+func testNilsOnServer(t *testing.T, a apiServer) {
+	type spec struct {
+		Args       []string          `json:"args"`
+		Env        map[string]string `json:"env"`
+		Data       []byte            `json:"data"`
+		Ptr        *int32            `json:"ptr"`
+		Defaulted  []string          `json:"defaulted"`
+		DefaultPtr *int32            `json:"defaultPtr"`
+	}
+	var v spec
+	r := kube.Resource[spec, struct{}]{
+		Group: "test.humus.z5labs.dev", Version: "v1", Kind: "Nil", Plural: "nils", Scope: kube.Namespaced,
+		Rules: []kube.TypeRules{kube.Rules(&v,
+			kube.Field(&v.Defaulted).Default([]string{"d"}),
+			kube.Field(&v.DefaultPtr).Default(ptr[int32](7)),
+		)},
+	}
+	crd, err := r.CRD()
+	require.NoError(t, err)
+	a.install(t, crd)
+	sent := toMap(t, spec{})
+	require.Equal(t, map[string]any{"args": nil, "env": nil, "data": nil, "ptr": nil, "defaulted": nil, "defaultPtr": nil}, sent)
+	got, err := a.create(t, r.GVR(), object("Nil", r.Group+"/"+r.Version, "nils", sent))
+	require.NoError(t, err, "a zero spec, as encoding/json writes it")
+	require.Equal(t, map[string]any{
+		"args": nil, "env": nil, "data": nil, "ptr": nil,
+		"defaulted": []any{"d"}, "defaultPtr": int64(7),
+	}, got.Object["spec"])
 }

@@ -64,6 +64,7 @@ require (
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
+	github.com/z5labs/humus/controlplane v0.0.0-00010101000000-000000000000
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/bridges/otelslog v0.21.0 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
@@ -99,3 +100,5 @@ require (
 )
 
 replace github.com/z5labs/humus => ../
+
+replace github.com/z5labs/humus/controlplane => ../controlplane
