@@ -100,6 +100,10 @@ Press Ctrl-C to stop.
 		fmt.Fprintln(stderr, "stopping the control plane")
 		return c.Stop()
 	case <-c.Done():
+		if ctx.Err() != nil { // killed because of the signal
+			fmt.Fprintln(stderr, "stopping the control plane")
+			return c.Stop()
+		}
 		crash := c.Err()
 		return errors.Join(crash, c.Stop())
 	}
