@@ -4,6 +4,7 @@ package app_test
 
 import (
 	"context"
+	"io/fs"
 	"testing"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/controlplane/controlplanetest"
@@ -74,6 +76,17 @@ func TestDefaultDenyApp(t *testing.T) {
 		host := e.Pod(t, "default-deny-system", "default-deny", "default-deny-0", map[string]string{
 			appconfig.EnvProbesAddr: probes,
 		})
+		token, err := fs.ReadFile(host.FS, appconfig.ServiceAccountDir+"token")
+		require.NoError(t, err)
+		apptest.WaitAllowed(t, e.WithToken(t, string(token)),
+			func(ctx context.Context, kc kubernetes.Interface) error {
+				_, err := kc.NetworkingV1().NetworkPolicies("").List(ctx, metav1.ListOptions{Limit: 1})
+				return err
+			},
+			func(ctx context.Context, kc kubernetes.Interface) error {
+				_, err := kc.CoordinationV1().Leases("default-deny-system").Get(ctx, app.FieldManager, metav1.GetOptions{})
+				return err
+			})
 		a := apptest.Start(t, app.Init, host)
 		apptest.Ready(t, probes)
 		requirePolicy(t, e, e.Namespace(t, "rbac"))

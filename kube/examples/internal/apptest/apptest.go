@@ -192,6 +192,22 @@ func (e Env) WithToken(t testing.TB, token string) kubernetes.Interface {
 	return kc
 }
 
+// WaitAllowed waits until each request allow makes with the clientset kc
+// is allowed: it returns nil, or an error that isn't a Forbidden. The API
+// server's authorizer sees RBAC objects through a cache of its own, so a
+// binding just created may not have taken effect yet.
+func WaitAllowed(t testing.TB, kc kubernetes.Interface, allow ...func(ctx context.Context, kc kubernetes.Interface) error) {
+	t.Helper()
+	Eventually(t, 10*time.Second, "the RBAC rules to take effect", func(ctx context.Context) (bool, error) {
+		for _, f := range allow {
+			if err := f(ctx, kc); apierrors.IsForbidden(err) {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+}
+
 // CAPEM returns the PEM of the cluster's CA, skipping the test when the
 // cluster's kubeconfig names none.
 func (e Env) CAPEM(t testing.TB) []byte {

@@ -110,7 +110,17 @@ func TestMemcachedApp(t *testing.T) {
 		// and nothing else does.
 		token, err := fs.ReadFile(host.FS, appconfig.ServiceAccountDir+"token")
 		require.NoError(t, err)
-		_, err = e.WithToken(t, string(token)).CoreV1().Secrets(ns).List(t.Context(), metav1.ListOptions{})
+		sa := e.WithToken(t, string(token))
+		apptest.WaitAllowed(t, sa,
+			func(ctx context.Context, kc kubernetes.Interface) error {
+				_, err := kc.AppsV1().Deployments("").List(ctx, metav1.ListOptions{Limit: 1})
+				return err
+			},
+			func(ctx context.Context, kc kubernetes.Interface) error {
+				_, err := kc.CoordinationV1().Leases("memcached-system").Get(ctx, app.FieldManager, metav1.GetOptions{})
+				return err
+			})
+		_, err = sa.CoreV1().Secrets(ns).List(t.Context(), metav1.ListOptions{})
 		require.True(t, apierrors.IsForbidden(err), "listing secrets with the ServiceAccount's token: %v", err)
 
 		tel := humustest.NewTelemetry(t)

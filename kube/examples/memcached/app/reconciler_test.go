@@ -1,0 +1,94 @@
+package app_test
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/examples/memcached/app"
+)
+
+// memcached is a Memcached as the controller hands it to the Reconciler.
+func memcached() app.Object {
+	var m app.Object
+	m.APIVersion = "cache.example.com/v1alpha1"
+	m.Kind = "Memcached"
+	m.Name = "cache"
+	m.Namespace = "default"
+	m.UID = "8e0b4d7c-0000-4000-8000-000000000001"
+	m.Generation = 3
+	m.Spec = app.MemcachedSpec{Size: 2, Image: "memcached:1.6.26-alpine3.19"}
+	return m
+}
+
+func TestReconcileAppliesAnOwnedDeploymentAndReportsAvailable(t *testing.T) {
+	kc := kubefake.NewClientset()
+	res, err := app.Reconciler{Kube: kc}.Reconcile(t.Context(), memcached())
+	require.NoError(t, err)
+
+	d, err := kc.AppsV1().Deployments("default").Get(t.Context(), "cache", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, int32(2), *d.Spec.Replicas)
+	require.Equal(t, "memcached:1.6.26-alpine3.19", d.Spec.Template.Spec.Containers[0].Image)
+	require.Equal(t, map[string]string{"app": "memcached", "memcached": "cache"}, d.Spec.Selector.MatchLabels)
+	require.Len(t, d.OwnerReferences, 1)
+	ref := d.OwnerReferences[0]
+	require.Equal(t, "Memcached", ref.Kind)
+	require.Equal(t, memcached().UID, ref.UID)
+	require.True(t, *ref.Controller)
+	require.Equal(t, app.FieldManager, d.ManagedFields[0].Manager)
+
+	require.NotNil(t, res.Status)
+	c := meta.FindStatusCondition(res.Status.Conditions, "Available")
+	require.NotNil(t, c)
+	require.Equal(t, metav1.ConditionTrue, c.Status)
+	require.Equal(t, "DeploymentApplied", c.Reason)
+	require.Equal(t, int64(3), c.ObservedGeneration)
+	require.Zero(t, res.After)
+}
+
+func TestReconcileReportsAFailedApplyAsAConditionAndAnError(t *testing.T) {
+	kc := kubefake.NewClientset()
+	kc.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("the API server is on fire")
+	})
+	res, err := app.Reconciler{Kube: kc}.Reconcile(t.Context(), memcached())
+	require.ErrorContains(t, err, "the API server is on fire")
+	require.NotNil(t, res.Status, "a failure is a condition too")
+	c := meta.FindStatusCondition(res.Status.Conditions, "Available")
+	require.NotNil(t, c)
+	require.Equal(t, metav1.ConditionUnknown, c.Status)
+	require.Equal(t, "ApplyFailed", c.Reason)
+	require.Contains(t, c.Message, "the API server is on fire")
+}
+
+func TestFinalizeRecordsThatItRan(t *testing.T) {
+	tel := humustest.NewTelemetry(t)
+	fin, err := app.NewFinalizer(tel.LoggerProvider, tel.MeterProvider)
+	require.NoError(t, err)
+	require.NoError(t, fin.Finalize(t.Context(), memcached()))
+
+	records := tel.Records()
+	require.Len(t, records, 1)
+	require.Equal(t, "memcached finalized", records[0].Body().AsString())
+
+	var count int64
+	for _, sm := range tel.Metrics().ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == "memcached.finalizations" {
+				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+					count += dp.Value
+				}
+			}
+		}
+	}
+	require.Equal(t, int64(1), count)
+}
