@@ -35,8 +35,10 @@ type Connection struct {
 	// calls it at most once a minute, as client-go re-reads a
 	// BearerTokenFile every minute (transport/token_source.go), and keeps
 	// its last token while a call fails, so a token the kubelet rotates is
-	// picked up within a minute. A call that fails, panics or returns ""
-	// before any call has succeeded fails the request, with an error naming
+	// picked up within a minute. Surrounding white space, such as a token
+	// file's final newline, is trimmed. A call that fails, panics, or
+	// returns "" or a token with a space or a control character inside,
+	// before any call has succeeded, fails the request with an error naming
 	// Connection.Token.
 	Token func(ctx context.Context) (string, error)
 }

@@ -282,6 +282,12 @@ func TestTokenIsSentAsBearer(t *testing.T) {
 	require.Equal(t, "Bearer abc", f.server.arrived()[0].Authorization)
 }
 
+func TestTokenIsTrimmedOfAFilesNewline(t *testing.T) {
+	f := newFixture(t, Connection{Token: newTokens("abc\n").Token})
+	require.NoError(t, f.list(t))
+	require.Equal(t, "Bearer abc", f.server.arrived()[0].Authorization)
+}
+
 func TestNilTokenSendsNoAuthorization(t *testing.T) {
 	f := newFixture(t, Connection{})
 	require.NoError(t, f.list(t))
@@ -387,6 +393,11 @@ func TestFirstTokenFailureFailsTheRequest(t *testing.T) {
 		"error": {func() (string, error) { return "", errors.New("no such file") }, "kube: Connection.Token: no such file"},
 		"panic": {func() (string, error) { panic("boom") }, "kube: Connection.Token panicked: boom"},
 		"empty": {func() (string, error) { return "", nil }, "kube: Connection.Token returned an empty token"},
+		"blank": {func() (string, error) { return " \n", nil }, "kube: Connection.Token returned an empty token"},
+		"inner newline": {
+			func() (string, error) { return "abc\ndef", nil },
+			"kube: Connection.Token returned a token with a space or a control character at byte 3",
+		},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ts := &tokens{}

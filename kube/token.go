@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -101,8 +102,9 @@ func (s *tokenSource) Token(ctx context.Context) (string, error) {
 	return s.token, nil
 }
 
-// callToken calls Connection.Token, turning a panic or an empty token into
-// an error naming it.
+// callToken calls Connection.Token, trimming the token's surrounding white
+// space, and turning a panic, an empty token or one no header can carry
+// into an error naming Connection.Token.
 func (s *tokenSource) callToken(ctx context.Context) (token string, err error) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -110,11 +112,17 @@ func (s *tokenSource) callToken(ctx context.Context) (token string, err error) {
 		}
 	}()
 	token, err = s.fn(ctx)
-	switch {
-	case err != nil:
+	if err != nil {
 		return "", fmt.Errorf("kube: Connection.Token: %w", err)
-	case token == "":
+	}
+	// A token read from a file often ends in a newline, which client-go
+	// trims from a BearerTokenFile too (transport/token_source.go).
+	token = strings.TrimSpace(token)
+	if token == "" {
 		return "", errors.New("kube: Connection.Token returned an empty token")
+	}
+	if i := strings.IndexFunc(token, func(r rune) bool { return r <= ' ' || r == 0x7f }); i >= 0 {
+		return "", fmt.Errorf("kube: Connection.Token returned a token with a space or a control character at byte %d, which no Authorization header can carry", i)
 	}
 	return token, nil
 }
