@@ -92,9 +92,10 @@ func Main(init Init, opts ...Option) {
 // every Serve and Shutdown returned nil; it returns 1 when building the
 // Telemetry or init failed (and then no Service starts), or when any Serve or
 // Shutdown returned an error or panicked, or was still running ForcedStopWait
-// after the grace period ended, or when Telemetry's Shutdown failed. Every error is written,
-// one line each, to host.Stderr. A nil host.Signals delivers no signal and a
-// nil host.Stderr discards the errors.
+// after the grace period ended, or when Telemetry's Shutdown failed. Every
+// error, and the signal that stopped the App, is written to host.Stderr, one
+// line each, starting "humus: ". A nil host.Signals delivers no signal, and
+// a nil host.Stderr discards what would be written.
 func Run(ctx context.Context, host Host, init Init, opts ...Option) int {
 	o := options{gracePeriod: DefaultGracePeriod}
 	for _, opt := range opts {
