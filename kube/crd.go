@@ -35,7 +35,7 @@ import (
 //	metav1.Duration                   type: string
 //	resource.Quantity, intstr.IntOrString  x-kubernetes-int-or-string, anyOf integer and string
 //	runtime.RawExtension              type: object, x-kubernetes-preserve-unknown-fields
-//	metav1.ObjectMeta, in a template  type: object
+//	metav1.ObjectMeta, in a template  type: object, x-kubernetes-preserve-unknown-fields
 //	an encoding.TextMarshaler         type: string
 //	a type with a Schema              that schema
 //
@@ -48,6 +48,10 @@ import (
 // encoding/json writes as null when it is nil, is nullable unless it is
 // omitempty, omitzero or has a Default: the API server drops a null that
 // isn't nullable, and would then find a required field missing.
+//
+// A metav1.ObjectMeta below the root, as in a pod template, keeps every
+// field it is given: with a bare type: object, the API server would prune
+// its labels and annotations, and refuse them under fieldValidation=Strict.
 //
 // It returns one error that names every mistake it finds, joined with
 // errors.Join: a missing or malformed Group, Version, Kind or Plural (as the

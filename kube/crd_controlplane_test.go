@@ -303,27 +303,48 @@ func testEveryRowOnServer(t *testing.T, a apiServer) {
 	})
 }
 
-// testTemplateMetadataOnServer records what the API server does with a
-// metav1.ObjectMeta in a template.
+// testTemplateMetadataOnServer shows a metav1.ObjectMeta in a template
+// keeps its labels, which the spec's bare type: object would lose.
 func testTemplateMetadataOnServer(t *testing.T, a apiServer) {
 	type spec struct {
 		Template Template `json:"template"`
 	}
-	r := kube.Resource[spec, struct{}]{Group: "test.humus.z5labs.dev", Version: "v1", Kind: "Templated", Plural: "templateds", Scope: kube.Namespaced}
-	crd, err := r.CRD()
-	require.NoError(t, err)
-	a.install(t, crd)
 	sent := spec{Template: Template{
 		ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"app": "x"}, Annotations: map[string]string{"a": "b"}},
 		Image:      "img",
 	}}
+	want, err := json.Marshal(sent)
+	require.NoError(t, err)
+
+	r := kube.Resource[spec, struct{}]{Group: "test.humus.z5labs.dev", Version: "v1", Kind: "Templated", Plural: "templateds", Scope: kube.Namespaced}
+	crd, err := r.CRD()
+	require.NoError(t, err)
+	a.install(t, crd)
 	got, err := a.create(t, r.GVR(), object("Templated", r.Group+"/"+r.Version, "templated", toMap(t, sent)))
 	require.NoError(t, err)
 	b, err := json.Marshal(got.Object["spec"])
 	require.NoError(t, err)
-	want, err := json.Marshal(sent)
-	require.NoError(t, err)
 	require.JSONEq(t, string(want), string(b), "the template's metadata is kept whole")
+
+	// The spec's bare type: object: the API server refuses the labels
+	// under Strict, and prunes them otherwise.
+	bare := kube.Resource[spec, struct{}]{Group: "test.humus.z5labs.dev", Version: "v1", Kind: "Bare", Plural: "bares", Scope: kube.Namespaced}
+	crd, err = bare.CRD()
+	require.NoError(t, err)
+	props := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties
+	template := props["spec"].Properties["template"]
+	template.Properties["metadata"] = apiextensionsv1.JSONSchemaProps{Type: "object"}
+	props["spec"].Properties["template"] = template
+	a.install(t, crd)
+	_, err = a.create(t, bare.GVR(), object("Bare", bare.Group+"/"+bare.Version, "strict", toMap(t, sent)))
+	require.Error(t, err)
+	require.Contains(t, err.Error(), `unknown field "spec.template.metadata.labels"`)
+	t.Log(err)
+	got, err = a.dyn.Resource(bare.GVR()).Namespace("default").Create(t.Context(),
+		&unstructured.Unstructured{Object: object("Bare", bare.Group+"/"+bare.Version, "pruned", toMap(t, sent))}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	metadata, _, _ := unstructured.NestedMap(got.Object, "spec", "template", "metadata")
+	require.Empty(t, metadata, "the API server pruned the template's metadata")
 }
 
 // testNilsOnServer shows that what encoding/json writes for a nil pointer,

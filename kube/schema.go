@@ -138,7 +138,10 @@ func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSch
 	case rawType:
 		return apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}
 	case objectMetaType:
-		return apiextensionsv1.JSONSchemaProps{Type: "object"}
+		// Not the spec's bare type: object, whose properties the API server
+		// prunes, or rejects under fieldValidation=Strict: a template's
+		// labels would be lost.
+		return apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}
 	}
 	if t.Kind() != reflect.Pointer && (t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType)) {
 		b.report("marshaler "+t.String(), fmt.Errorf("kube: %s: %s implements json.Marshaler, so its fields aren't its encoding: give its schema with kube.Schema[%s]", path, t, t))

@@ -107,7 +107,7 @@ func TestSchemaOfEveryRowOfTheTable(t *testing.T) {
 		{"resource.Quantity", propOf[resource.Quantity], intOrString},
 		{"intstr.IntOrString", propOf[intstr.IntOrString], intOrString},
 		{"runtime.RawExtension", propOf[runtime.RawExtension], apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)}},
-		{"metav1.ObjectMeta", propOf[metav1.ObjectMeta], apiextensionsv1.JSONSchemaProps{Type: "object"}},
+		{"metav1.ObjectMeta", propOf[metav1.ObjectMeta], apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)}},
 		{"an encoding.TextMarshaler is a string", propOf[textual], stringSchema},
 	} {
 		t.Run(row.name, func(t *testing.T) {
