@@ -359,3 +359,19 @@ func TestTypeRulesOnANamedScalar(t *testing.T) {
 		XValidations: apiextensionsv1.ValidationRules{{Rule: "self > 0", Message: "must be positive"}},
 	}, got.Properties["f"])
 }
+
+type panicky struct{}
+
+func (panicky) MarshalJSON() ([]byte, error) { panic("boom") }
+
+func TestAConstraintWhoseValuePanicsIsAnError(t *testing.T) {
+	type s struct {
+		P panicky `json:"p"`
+	}
+	var v s
+	_, err := resourceOf[s](
+		kube.Schema[panicky](apiextensionsv1.JSONSchemaProps{Type: "string"}),
+		kube.Rules(&v, kube.Field(&v.P).Default(panicky{})),
+	).CRD()
+	requireErrorsContain(t, err, "s.P: Default panicked: boom")
+}

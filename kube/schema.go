@@ -301,7 +301,7 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 					defaulted = true
 				}
 				for n, c := range fr.constraints {
-					if err := c.apply(&p); err != nil {
+					if err := applyConstraint(c, &p); err != nil {
 						b.report(fmt.Sprintf("rule %s %d %d", owner[i], k, n), fmt.Errorf("kube: %s: Rules for %s: %s: %s %w", fpath, owner[i], goFieldName(owner[i], fr.index), c.name, err))
 					}
 				}
@@ -327,6 +327,17 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 		}
 	}
 	return s
+}
+
+// applyConstraint applies c to p, and turns a panic, such as one from a
+// value's MarshalJSON, into an error.
+func applyConstraint(c constraint, p *apiextensionsv1.JSONSchemaProps) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panicked: %v", r)
+		}
+	}()
+	return c.apply(p)
 }
 
 // jsonField is a field as encoding/json encodes it.
