@@ -111,7 +111,7 @@ func TestOnlyTheLeaseHolderReconcilesAndAStandbyTakesOver(t *testing.T) {
 		require.Empty(t, holder(f.lease(t)))
 		// The standby takes the released Lease on its next try, without
 		// waiting out LeaseDuration, and reconciles every object.
-		time.Sleep(3 * time.Second)
+		time.Sleep(5 * time.Second) // a RetryPeriod of 2s, jittered by up to 1.2 of it
 		synctest.Wait()
 		require.Equal(t, "replica-2", holder(f.lease(t)))
 		mu.Lock()

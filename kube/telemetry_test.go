@@ -269,7 +269,7 @@ func TestQueueDepthCountsUpAndDownAndAStandbyHoldsItsKeys(t *testing.T) {
 		}
 
 		require.NoError(t, sl.stop(t))
-		time.Sleep(3 * time.Second)
+		time.Sleep(5 * time.Second) // a RetryPeriod of 2s, jittered by up to 1.2 of it
 		synctest.Wait()
 		require.EqualValues(t, 0, sumValue(t, standbyTel, "humus.kube.controller.queue.depth"), "the new leader takes its keys")
 		require.EqualValues(t, 3, reconcileCount(t, standbyTel))
