@@ -30,12 +30,12 @@ type clusterClient struct {
 	client *Client
 	kube   kubernetes.Interface
 	tel    *humustest.Telemetry
-	clock  *clock
+	clock  *fakeClock
 }
 
 func newClusterClient(t *testing.T, c *controlplane.Cluster, token func(context.Context) (string, error)) *clusterClient {
 	t.Helper()
-	cc := &clusterClient{tel: humustest.NewTelemetry(t), clock: &clock{now: time.Now()}}
+	cc := &clusterClient{tel: humustest.NewTelemetry(t), clock: &fakeClock{now: time.Now()}}
 	var d net.Dialer
 	s := &humus.Setup{Host: humus.Host{Dial: d.DialContext}, Telemetry: cc.tel.Telemetry}
 	client, err := NewClient(s, Connection{Server: c.Server, TLS: c.TLS, Token: token})
@@ -54,9 +54,9 @@ func staticToken(token string) func(context.Context) (string, error) {
 	return func(context.Context) (string, error) { return token, nil }
 }
 
-// newNamespace creates a namespace for the test with the admin clientset,
+// createTestNamespace creates a namespace for the test with the admin clientset,
 // and deletes it when the test ends.
-func newNamespace(t *testing.T, admin kubernetes.Interface) string {
+func createTestNamespace(t *testing.T, admin kubernetes.Interface) string {
 	t.Helper()
 	ns, err := admin.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "kube-connecting-"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
@@ -99,7 +99,7 @@ func TestClientAgainstTheAPIServer(t *testing.T) {
 	})
 
 	t.Run("GetsForbiddenWithATokenThatHasNoRBAC", func(t *testing.T) {
-		ns := newNamespace(t, admin)
+		ns := createTestNamespace(t, admin)
 		_, err := admin.CoreV1().ServiceAccounts(ns).Create(t.Context(), &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "no-rbac"}}, metav1.CreateOptions{})
 		require.NoError(t, err)
 		token, err := c.ServiceAccountToken(t.Context(), ns, "no-rbac")
@@ -117,13 +117,13 @@ func TestClientAgainstTheAPIServer(t *testing.T) {
 }
 
 // testWatchAcrossATokenRotation opens a watch with one ServiceAccount token,
-// rotates to a second a minute later (on the Client's clock), then makes
+// rotates to a second a minute later (on the Client's fakeClock), then makes
 // the first token invalid by deleting the Secret it is bound to. The watch
 // still delivers an event created after all that, and a later request
 // succeeds, which it could only do with the second token.
 func testWatchAcrossATokenRotation(t *testing.T, c *controlplane.Cluster, admin kubernetes.Interface) {
 	ctx := t.Context()
-	ns := newNamespace(t, admin)
+	ns := createTestNamespace(t, admin)
 	_, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "watcher"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{

@@ -30,19 +30,19 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// apiServer is an HTTP/2 TLS server whose handler records what arrives and
+// fakeAPIServer is an HTTP/2 TLS server whose handler records what arrives and
 // answers as the API server does for namespaces: a list, a metadata-only
 // list, or a watch that sends one ADDED event and stays open.
-type apiServer struct {
+type fakeAPIServer struct {
 	*httptest.Server
 	roots *x509.CertPool
 
 	mu   sync.Mutex
-	reqs []arrived
+	reqs []arrivedRequest
 }
 
-// arrived is what the server saw of one request.
-type arrived struct {
+// arrivedRequest is what the server saw of one request.
+type arrivedRequest struct {
 	Method, Path, RawQuery string
 	Authorization          string
 	Traceparent            string
@@ -50,9 +50,9 @@ type arrived struct {
 	ProtoMajor             int
 }
 
-func newAPIServer(t testing.TB) *apiServer {
+func newFakeAPIServer(t testing.TB) *fakeAPIServer {
 	t.Helper()
-	s := &apiServer{}
+	s := &fakeAPIServer{}
 	s.Server = httptest.NewUnstartedServer(http.HandlerFunc(s.serve))
 	s.EnableHTTP2 = true
 	s.StartTLS()
@@ -62,8 +62,8 @@ func newAPIServer(t testing.TB) *apiServer {
 	return s
 }
 
-func (s *apiServer) serve(w http.ResponseWriter, r *http.Request) {
-	a := arrived{
+func (s *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
+	a := arrivedRequest{
 		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery,
 		Authorization: r.Header.Get("Authorization"),
 		Traceparent:   r.Header.Get("Traceparent"),
@@ -89,23 +89,23 @@ func (s *apiServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (s *apiServer) arrived() []arrived {
+func (s *fakeAPIServer) arrived() []arrivedRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return append([]arrived(nil), s.reqs...)
+	return append([]arrivedRequest(nil), s.reqs...)
 }
 
-// dialer is a Host's Dial that records every address it is asked for and
+// recordingDialer is a Host's Dial that records every address it is asked for and
 // connects to the test server whatever the address, so a Connection's
 // Server can be any name the server's certificate covers.
-type dialer struct {
+type recordingDialer struct {
 	to string
 
 	mu    sync.Mutex
 	addrs []string
 }
 
-func (d *dialer) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
+func (d *recordingDialer) Dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	d.mu.Lock()
 	d.addrs = append(d.addrs, addr)
 	d.mu.Unlock()
@@ -113,70 +113,70 @@ func (d *dialer) Dial(ctx context.Context, network, addr string) (net.Conn, erro
 	return nd.DialContext(ctx, network, d.to)
 }
 
-func (d *dialer) dialled() []string {
+func (d *recordingDialer) dialled() []string {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return append([]string(nil), d.addrs...)
 }
 
-// clock is a fake time for the token source.
-type clock struct {
+// fakeClock is a fake time for the token source.
+type fakeClock struct {
 	mu  sync.Mutex
 	now time.Time
 }
 
-func (c *clock) Now() time.Time {
+func (c *fakeClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.now
 }
 
-func (c *clock) Advance(d time.Duration) {
+func (c *fakeClock) Advance(d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.now = c.now.Add(d)
 }
 
-// tokens is a Connection.Token that counts its calls and returns what its
+// countingToken is a Connection.Token that counts its calls and returns what its
 // next field says.
-type tokens struct {
+type countingToken struct {
 	calls atomic.Int32
 	next  atomic.Pointer[func() (string, error)]
 }
 
-func newTokens(token string) *tokens {
-	ts := &tokens{}
+func newCountingToken(token string) *countingToken {
+	ts := &countingToken{}
 	ts.set(func() (string, error) { return token, nil })
 	return ts
 }
 
-func (ts *tokens) set(f func() (string, error)) { ts.next.Store(&f) }
+func (ts *countingToken) set(f func() (string, error)) { ts.next.Store(&f) }
 
-func (ts *tokens) Token(context.Context) (string, error) {
+func (ts *countingToken) Token(context.Context) (string, error) {
 	ts.calls.Add(1)
 	return (*ts.next.Load())()
 }
 
-// fixture is a Client on a Host whose Dial reaches an apiServer, with
+// clientFixture is a Client on a Host whose Dial reaches an fakeAPIServer, with
 // in-memory telemetry and a fake clock.
-type fixture struct {
-	server *apiServer
-	dialer *dialer
+type clientFixture struct {
+	server *fakeAPIServer
+	dialer *recordingDialer
 	tel    *humustest.Telemetry
-	clock  *clock
+	clock  *fakeClock
 	client *Client
 	kube   kubernetes.Interface
 }
 
-func newFixture(t testing.TB, c Connection) *fixture {
+func newClientFixture(t testing.TB, c Connection) *clientFixture {
 	t.Helper()
-	return newFixtureOn(t, newAPIServer(t), c)
+	return newClientFixtureOn(t, newFakeAPIServer(t), c)
 }
 
-func newFixtureOn(t testing.TB, srv *apiServer, c Connection) *fixture {
+func newClientFixtureOn(t testing.TB, srv *fakeAPIServer, c Connection) *clientFixture {
 	t.Helper()
-	f := &fixture{server: srv, tel: humustest.NewTelemetry(t), clock: &clock{now: time.Unix(1_700_000_000, 0)}}
-	f.dialer = &dialer{to: f.server.Listener.Addr().String()}
+	f := &clientFixture{server: srv, tel: humustest.NewTelemetry(t), clock: &fakeClock{now: time.Unix(1_700_000_000, 0)}}
+	f.dialer = &recordingDialer{to: f.server.Listener.Addr().String()}
 	if c.Server == "" {
 		c.Server = "example.com:443" // httptest's certificate covers example.com
 	}
@@ -196,16 +196,16 @@ func newFixtureOn(t testing.TB, srv *apiServer, c Connection) *fixture {
 	return f
 }
 
-func (f *fixture) list(t testing.TB) error {
+func (f *clientFixture) list(t testing.TB) error {
 	t.Helper()
 	_, err := f.kube.CoreV1().Namespaces().List(t.Context(), metav1.ListOptions{})
 	return err
 }
 
 func TestNewClientOpensNoConnection(t *testing.T) {
-	d := &dialer{to: "127.0.0.1:1"}
+	d := &recordingDialer{to: "127.0.0.1:1"}
 	s := &humus.Setup{Host: humus.Host{Dial: d.Dial}}
-	client, err := NewClient(s, Connection{Server: "example.com:443", TLS: &tls.Config{}, Token: newTokens("t").Token})
+	client, err := NewClient(s, Connection{Server: "example.com:443", TLS: &tls.Config{}, Token: newCountingToken("t").Token})
 	require.NoError(t, err)
 
 	_, err = kubernetes.NewForConfig(client.Config())
@@ -219,7 +219,7 @@ func TestNewClientOpensNoConnection(t *testing.T) {
 }
 
 func TestConfigHandsClientGoTheTransportAndNoTLSFields(t *testing.T) {
-	f := newFixture(t, Connection{})
+	f := newClientFixture(t, Connection{})
 	cfg := f.client.Config()
 	require.Equal(t, "https://example.com:443", cfg.Host)
 	require.Same(t, f.client.transport, cfg.Transport)
@@ -237,7 +237,7 @@ func TestConfigHandsClientGoTheTransportAndNoTLSFields(t *testing.T) {
 }
 
 func TestEveryClientGoClientGoesThroughTheTransport(t *testing.T) {
-	f := newFixture(t, Connection{Token: newTokens("secret").Token})
+	f := newClientFixture(t, Connection{Token: newCountingToken("secret").Token})
 	ctx := t.Context()
 
 	require.NoError(t, f.list(t))
@@ -264,7 +264,7 @@ func TestEveryClientGoClientGoesThroughTheTransport(t *testing.T) {
 }
 
 func TestClientNegotiatesHTTP2WithPings(t *testing.T) {
-	f := newFixture(t, Connection{})
+	f := newClientFixture(t, Connection{})
 	require.NoError(t, f.list(t))
 	require.NoError(t, f.list(t))
 
@@ -277,26 +277,26 @@ func TestClientNegotiatesHTTP2WithPings(t *testing.T) {
 }
 
 func TestTokenIsSentAsBearer(t *testing.T) {
-	f := newFixture(t, Connection{Token: newTokens("abc").Token})
+	f := newClientFixture(t, Connection{Token: newCountingToken("abc").Token})
 	require.NoError(t, f.list(t))
 	require.Equal(t, "Bearer abc", f.server.arrived()[0].Authorization)
 }
 
 func TestTokenIsTrimmedOfAFilesNewline(t *testing.T) {
-	f := newFixture(t, Connection{Token: newTokens("abc\n").Token})
+	f := newClientFixture(t, Connection{Token: newCountingToken("abc\n").Token})
 	require.NoError(t, f.list(t))
 	require.Equal(t, "Bearer abc", f.server.arrived()[0].Authorization)
 }
 
 func TestNilTokenSendsNoAuthorization(t *testing.T) {
-	f := newFixture(t, Connection{})
+	f := newClientFixture(t, Connection{})
 	require.NoError(t, f.list(t))
 	require.Empty(t, f.server.arrived()[0].Authorization)
 }
 
 func TestTokenIsCalledAtMostOnceAMinute(t *testing.T) {
-	ts := newTokens("first")
-	f := newFixture(t, Connection{Token: ts.Token})
+	ts := newCountingToken("first")
+	f := newClientFixture(t, Connection{Token: ts.Token})
 
 	for range 20 {
 		require.NoError(t, f.list(t))
@@ -320,8 +320,8 @@ func TestTokenIsCalledAtMostOnceAMinute(t *testing.T) {
 }
 
 func TestConcurrentFirstRequestsCallTokenOnce(t *testing.T) {
-	ts := newTokens("t")
-	f := newFixture(t, Connection{Token: ts.Token})
+	ts := newCountingToken("t")
+	f := newClientFixture(t, Connection{Token: ts.Token})
 	var wg sync.WaitGroup
 	errs := make(chan error, 30)
 	for range 30 {
@@ -336,8 +336,8 @@ func TestConcurrentFirstRequestsCallTokenOnce(t *testing.T) {
 }
 
 func TestTokenKeepsTheLastTokenWhileACallFails(t *testing.T) {
-	ts := newTokens("good")
-	f := newFixture(t, Connection{Token: ts.Token})
+	ts := newCountingToken("good")
+	f := newClientFixture(t, Connection{Token: ts.Token})
 	require.NoError(t, f.list(t))
 
 	ts.set(func() (string, error) { return "", errors.New("token file unreadable") })
@@ -400,9 +400,9 @@ func TestFirstTokenFailureFailsTheRequest(t *testing.T) {
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
-			ts := &tokens{}
+			ts := &countingToken{}
 			ts.set(tc.token)
-			f := newFixture(t, Connection{Token: ts.Token})
+			f := newClientFixture(t, Connection{Token: ts.Token})
 
 			err := f.list(t)
 			require.ErrorContains(t, err, tc.want)
@@ -424,22 +424,22 @@ func TestClientUsesNoProxyFromTheEnvironment(t *testing.T) {
 	t.Setenv("NO_PROXY", "")
 	t.Setenv("no_proxy", "")
 
-	f := newFixture(t, Connection{})
+	f := newClientFixture(t, Connection{})
 	require.Nil(t, f.client.transport.base.Proxy)
 	require.NoError(t, f.list(t))
 	require.Equal(t, []string{"example.com:443"}, f.dialer.dialled(), "dialled the API server, not the proxy")
 }
 
 func TestServerNameDefaultsToServersHost(t *testing.T) {
-	f := newFixture(t, Connection{Server: "example.com:8443"})
+	f := newClientFixture(t, Connection{Server: "example.com:8443"})
 	require.NoError(t, f.list(t))
 	require.Equal(t, "example.com", f.server.arrived()[0].ServerName)
 }
 
 func TestClientUsesACloneOfTheCallersTLS(t *testing.T) {
-	srv := newAPIServer(t)
+	srv := newFakeAPIServer(t)
 	caller := &tls.Config{RootCAs: srv.roots}
-	f := newFixtureOn(t, srv, Connection{TLS: caller})
+	f := newClientFixtureOn(t, srv, Connection{TLS: caller})
 	caller.RootCAs = x509.NewCertPool() // a later change reaches no Client
 	require.NoError(t, f.list(t))
 	require.Empty(t, caller.ServerName, "the caller's config is not changed")
@@ -447,19 +447,19 @@ func TestClientUsesACloneOfTheCallersTLS(t *testing.T) {
 }
 
 func TestServerNameIsVerifiedAgainstTheCertificate(t *testing.T) {
-	f := newFixture(t, Connection{Server: "kube.test:6443"})
+	f := newClientFixture(t, Connection{Server: "kube.test:6443"})
 	require.ErrorContains(t, f.list(t), "kube.test", "the certificate is checked against Server's host")
 }
 
 func TestExplicitServerNameIsKept(t *testing.T) {
-	srv := newAPIServer(t)
-	f := newFixtureOn(t, srv, Connection{Server: "kube.test:6443", TLS: &tls.Config{RootCAs: srv.roots, ServerName: "example.com"}})
+	srv := newFakeAPIServer(t)
+	f := newClientFixtureOn(t, srv, Connection{Server: "kube.test:6443", TLS: &tls.Config{RootCAs: srv.roots, ServerName: "example.com"}})
 	require.NoError(t, f.list(t))
 	require.Equal(t, "example.com", f.server.arrived()[0].ServerName)
 }
 
 func TestClientTracesRequestsButNotWatches(t *testing.T) {
-	f := newFixture(t, Connection{Token: newTokens("t").Token})
+	f := newClientFixture(t, Connection{Token: newCountingToken("t").Token})
 	require.NoError(t, f.list(t))
 
 	w, err := f.kube.CoreV1().Namespaces().Watch(t.Context(), metav1.ListOptions{})
@@ -511,7 +511,7 @@ func TestIsWatch(t *testing.T) {
 }
 
 func TestClientHasNoRateLimit(t *testing.T) {
-	f := newFixture(t, Connection{})
+	f := newClientFixture(t, Connection{})
 	require.Less(t, f.client.Config().QPS, float32(0))
 	require.Nil(t, f.client.Config().RateLimiter)
 	kc, err := kubernetes.NewForConfig(f.client.Config())
@@ -558,7 +558,7 @@ func TestClientSurfacesAServerThatClosesTheConnection(t *testing.T) {
 			conn.Close()
 		}
 	}()
-	d := &dialer{to: ln.Addr().String()}
+	d := &recordingDialer{to: ln.Addr().String()}
 	client, err := NewClient(&humus.Setup{Host: humus.Host{Dial: d.Dial}}, Connection{Server: "example.com:443", TLS: &tls.Config{}})
 	require.NoError(t, err)
 	// Straight through the transport: client-go's REST client would retry
@@ -573,7 +573,7 @@ func TestClientSurfacesAServerThatClosesTheConnection(t *testing.T) {
 func TestClientLeaksNoGoroutines(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	func() {
-		f := newFixture(t, Connection{Token: newTokens("t").Token})
+		f := newClientFixture(t, Connection{Token: newCountingToken("t").Token})
 		require.NoError(t, f.list(t))
 		w, err := f.kube.CoreV1().Namespaces().Watch(t.Context(), metav1.ListOptions{})
 		require.NoError(t, err)
@@ -637,8 +637,8 @@ func TestNewClientNamesEveryMistake(t *testing.T) {
 }
 
 func TestNilTelemetryRecordsNothingAndNeedsNoGlobals(t *testing.T) {
-	srv := newAPIServer(t)
-	d := &dialer{to: srv.Listener.Addr().String()}
+	srv := newFakeAPIServer(t)
+	d := &recordingDialer{to: srv.Listener.Addr().String()}
 	client, err := NewClient(&humus.Setup{Host: humus.Host{Dial: d.Dial}}, Connection{
 		Server: "example.com:443", TLS: &tls.Config{RootCAs: srv.roots},
 		Token: func(context.Context) (string, error) { return "t", nil },
@@ -656,7 +656,7 @@ func TestNilTelemetryRecordsNothingAndNeedsNoGlobals(t *testing.T) {
 // transport (otelhttp with the SDK's providers, the token, HTTP/2 over TLS)
 // to an in-process server, body read and closed.
 func BenchmarkTransportRoundTrip(b *testing.B) {
-	f := newFixture(b, Connection{Token: newTokens("t").Token})
+	f := newClientFixture(b, Connection{Token: newCountingToken("t").Token})
 	req, err := http.NewRequest(http.MethodGet, "https://example.com:443/api/v1/namespaces", nil)
 	require.NoError(b, err)
 	b.ReportAllocs()
@@ -673,7 +673,7 @@ func BenchmarkTransportRoundTrip(b *testing.B) {
 // BenchmarkClientsetList measures one typed List through a clientset made
 // from Config, decoding included.
 func BenchmarkClientsetList(b *testing.B) {
-	f := newFixture(b, Connection{Token: newTokens("t").Token})
+	f := newClientFixture(b, Connection{Token: newCountingToken("t").Token})
 	ctx := context.Background()
 	b.ReportAllocs()
 	for b.Loop() {
