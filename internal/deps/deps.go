@@ -3,6 +3,7 @@
 package deps
 
 import (
+	_ "github.com/stretchr/testify/require"
 	_ "go.opentelemetry.io/contrib/bridges/otelslog"
 	_ "go.opentelemetry.io/otel/log"
 	_ "go.opentelemetry.io/otel/log/noop"
@@ -14,5 +15,4 @@ import (
 	_ "go.opentelemetry.io/otel/sdk/trace/tracetest"
 	_ "go.opentelemetry.io/otel/trace/noop"
 	_ "go.uber.org/goleak"
-	_ "github.com/stretchr/testify/require"
 )

@@ -4,6 +4,7 @@ package deps
 
 import (
 	_ "github.com/go-logr/logr"
+	_ "github.com/stretchr/testify/require"
 	_ "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	_ "go.opentelemetry.io/otel/log"
 	_ "go.opentelemetry.io/otel/metric"
@@ -25,5 +26,4 @@ import (
 	_ "k8s.io/client-go/util/workqueue"
 	_ "k8s.io/klog/v2"
 	_ "sigs.k8s.io/yaml"
-	_ "github.com/stretchr/testify/require"
 )
