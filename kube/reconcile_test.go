@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/z5labs/humus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 func TestNewObjectIsReconciledTwiceAndSettles(t *testing.T) {
@@ -207,6 +208,49 @@ func TestDecodeIsTheReconcilersOwnCopyWithoutManagedFields(t *testing.T) {
 			require.Equal(t, "Widget", w.Kind)
 			require.Equal(t, "test.example.com/v1", w.APIVersion)
 		}
+		require.NoError(t, s.stop(t))
+	})
+}
+
+// looseWidget is a Kind's type with an interface field, which a CRD's
+// schema can't describe but a type defined elsewhere can have.
+type looseWidget struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              struct {
+		Extra map[string]any `json:"extra"`
+	} `json:"spec"`
+}
+
+func TestDecodeCopiesInterfaceFields(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWidget("w1", 1)
+		w.Object["spec"] = map[string]any{"extra": map[string]any{"nested": map[string]any{"v": "cache"}}}
+		f := newFakeCluster(t, w)
+		var mu sync.Mutex
+		var seen []string
+		c, err := newKindController(&humus.Setup{}, f.clients(), nil, testSettings(),
+			Kind[looseWidget]{GVR: widgetGVR, Kind: "Widget", Scope: Namespaced},
+			KindReconcilerFunc[looseWidget](func(ctx context.Context, obj looseWidget) (time.Duration, error) {
+				nested := obj.Spec.Extra["nested"].(map[string]any)
+				mu.Lock()
+				seen = append(seen, nested["v"].(string))
+				n := len(seen)
+				mu.Unlock()
+				nested["v"] = "changed by the Reconciler"
+				if n == 1 {
+					return time.Second, nil
+				}
+				return 0, nil
+			}))
+		require.NoError(t, err)
+		s := serve(t, c)
+		synctest.Wait()
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		require.Equal(t, []string{"cache", "cache"}, seen, "an interface field is a copy, not the cache's value")
+		mu.Unlock()
 		require.NoError(t, s.stop(t))
 	})
 }

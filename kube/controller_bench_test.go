@@ -1,0 +1,212 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"github.com/z5labs/humus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+)
+
+// A typical custom resource: a spec of a few dozen fields and a status with
+// conditions, about 4 KiB as JSON without its managed fields.
+type benchSpec struct {
+	Image     string            `json:"image"`
+	Replicas  int32             `json:"replicas"`
+	Args      []string          `json:"args,omitempty"`
+	Env       []benchEnv        `json:"env,omitempty"`
+	Resources map[string]string `json:"resources,omitempty"`
+}
+
+type benchEnv struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
+}
+
+type benchStatus struct {
+	ReadyReplicas int32              `json:"readyReplicas,omitempty"`
+	Conditions    []metav1.Condition `json:"conditions,omitempty"`
+}
+
+type benchObject = Object[benchSpec, benchStatus]
+
+// newBenchObject returns object i as the API server serves it: with the
+// managed fields of three managers, kubectl, the controller and its status.
+func newBenchObject(b testing.TB, i int) *unstructured.Unstructured {
+	b.Helper()
+	obj := benchObject{
+		TypeMeta: metav1.TypeMeta{APIVersion: "test.example.com/v1", Kind: "Bench"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            fmt.Sprintf("bench-%04d", i),
+			Namespace:       testNamespace,
+			UID:             types.UID(fmt.Sprintf("0b6e3f39-6c3a-4a5e-9a0e-6f1f3d3c%04d", i)),
+			ResourceVersion: "123456",
+			Generation:      7,
+			Labels:          map[string]string{"app.kubernetes.io/name": "bench", "app.kubernetes.io/instance": fmt.Sprintf("bench-%04d", i), "team": "platform"},
+			Annotations:     map[string]string{"example.com/owner": "platform-team@example.com", "example.com/description": strings.Repeat("a typical annotation ", 8)},
+			Finalizers:      []string{"test.example.com/cleanup"},
+		},
+		Spec: benchSpec{
+			Image:     "registry.example.com/platform/bench:v1.2.3",
+			Replicas:  3,
+			Args:      []string{"--port=8080", "--log-level=info", "--metrics-addr=:9090"},
+			Resources: map[string]string{"cpu": "500m", "memory": "256Mi"},
+		},
+	}
+	for j := range 36 {
+		obj.Spec.Env = append(obj.Spec.Env, benchEnv{Name: fmt.Sprintf("SETTING_%02d", j), Value: fmt.Sprintf("value-of-setting-number-%02d-for-bench", j)})
+	}
+	for _, typ := range []string{"Available", "Progressing", "Degraded", "Reconciled"} {
+		obj.Status.Conditions = append(obj.Status.Conditions, metav1.Condition{
+			Type: typ, Status: metav1.ConditionTrue, ObservedGeneration: 7,
+			LastTransitionTime: metav1.Unix(1_800_000_000, 0),
+			Reason:             "AsExpected", Message: "The deployment has the replicas its spec asks for, all of them ready.",
+		})
+	}
+	obj.Status.ReadyReplicas = 3
+	fields := func(n int) *metav1.FieldsV1 {
+		var sb strings.Builder
+		sb.WriteString(`{"f:spec":{`)
+		for j := range n {
+			if j > 0 {
+				sb.WriteString(",")
+			}
+			fmt.Fprintf(&sb, `"f:field%02d":{}`, j)
+		}
+		sb.WriteString(`}}`)
+		return &metav1.FieldsV1{Raw: []byte(sb.String())}
+	}
+	t := metav1.Unix(1_800_000_000, 0)
+	obj.ManagedFields = []metav1.ManagedFieldsEntry{
+		{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply, APIVersion: "test.example.com/v1", Time: &t, FieldsType: "FieldsV1", FieldsV1: fields(40)},
+		{Manager: controllerName, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "test.example.com/v1", Time: &t, FieldsType: "FieldsV1", FieldsV1: fields(4)},
+		{Manager: controllerName, Operation: metav1.ManagedFieldsOperationApply, APIVersion: "test.example.com/v1", Time: &t, FieldsType: "FieldsV1", FieldsV1: fields(30), Subresource: "status"},
+	}
+	raw, err := json.Marshal(obj)
+	require.NoError(b, err)
+	u := &unstructured.Unstructured{}
+	require.NoError(b, u.UnmarshalJSON(raw))
+	return u
+}
+
+func jsonSize(b testing.TB, u *unstructured.Unstructured) int {
+	raw, err := u.MarshalJSON()
+	require.NoError(b, err)
+	return len(raw)
+}
+
+// BenchmarkReconcileOverhead measures what the controller adds to each
+// reconcile, on an object in the cache as the transform leaves it: the
+// cache lookup, the decode into a new Object, the status encoding before
+// Reconcile, and the comparison with the Result's status, which is equal,
+// so nothing is applied.
+func BenchmarkReconcileOverhead(b *testing.B) {
+	u := newBenchObject(b, 0)
+	served := jsonSize(b, u)
+	_, _ = dropManagedFields(u)
+	cached := jsonSize(b, u)
+
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	require.NoError(b, indexer.Add(u))
+	c, err := newController(&humus.Setup{}, newFakeCluster(b).clients(), nil, testSettings(),
+		Resource[benchSpec, benchStatus]{Group: "test.example.com", Version: "v1", Kind: "Bench", Plural: "benches", Scope: Namespaced},
+		ReconcilerFunc[benchSpec, benchStatus](func(ctx context.Context, obj benchObject) (Result[benchStatus], error) {
+			st := obj.Status
+			return Result[benchStatus]{Status: &st}, nil
+		}))
+	require.NoError(b, err)
+	key := testNamespace + "/" + u.GetName()
+	ctx := context.Background()
+
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err, p := c.reconcileKey(ctx, indexer, key); err != nil || p != nil {
+			b.Fatal(err, p)
+		}
+	}
+	b.ReportMetric(float64(served), "JSON-B-served")
+	b.ReportMetric(float64(cached), "JSON-B-cached")
+}
+
+// BenchmarkDecode compares the controller's decode, apimachinery's
+// DefaultUnstructuredConverter, with a decode through JSON, which the
+// controller falls back to only for the error of an object that doesn't
+// fit, since it names the field.
+func BenchmarkDecode(b *testing.B) {
+	u := newBenchObject(b, 0)
+	_, _ = dropManagedFields(u)
+	b.Run("decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var obj benchObject
+			if err := decode(u, &obj); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("through JSON", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			var obj benchObject
+			if err := decodeJSON(u, &obj); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
+
+// BenchmarkCachedObjectBytes measures the heap each cached object holds,
+// as the informer keeps it (unstructured, decoded from the API server's
+// JSON), with and without the transform that drops managed fields.
+func BenchmarkCachedObjectBytes(b *testing.B) {
+	const n = 2000
+	raws := make([][]byte, n)
+	for i := range raws {
+		raw, err := newBenchObject(b, i).MarshalJSON()
+		require.NoError(b, err)
+		raws[i] = raw
+	}
+	for _, tc := range []struct {
+		name      string
+		transform cache.TransformFunc
+	}{
+		{"managedFields kept", nil},
+		{"managedFields dropped", dropManagedFields},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			var perObject float64
+			for b.Loop() {
+				var before, after runtime.MemStats
+				runtime.GC()
+				runtime.ReadMemStats(&before)
+				store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+				for _, raw := range raws {
+					u := &unstructured.Unstructured{}
+					if err := u.UnmarshalJSON(raw); err != nil {
+						b.Fatal(err)
+					}
+					var obj any = u
+					if tc.transform != nil {
+						obj, _ = tc.transform(u)
+					}
+					if err := store.Add(obj); err != nil {
+						b.Fatal(err)
+					}
+				}
+				runtime.GC()
+				runtime.ReadMemStats(&after)
+				perObject = float64(after.HeapAlloc-before.HeapAlloc) / n
+				runtime.KeepAlive(store)
+			}
+			b.ReportMetric(perObject, "B/object")
+		})
+	}
+}
