@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	otellog "go.opentelemetry.io/otel/log"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -180,4 +182,23 @@ func selfSigned(t *testing.T) (certPEM, keyPEM []byte) {
 	kb, err := x509.MarshalECPrivateKey(key)
 	require.NoError(t, err)
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: kb})
+}
+
+func TestBuildTelemetryWritesInfoRecordsToStderrAndDropsDebug(t *testing.T) {
+	h := humustest.NewHost(t)
+	tel, err := appconfig.BuildTelemetry(t.Context(), h.Host)
+	require.NoError(t, err)
+	logger := tel.LoggerProvider.Logger("test")
+	for _, r := range []struct {
+		sev  otellog.Severity
+		body string
+	}{{otellog.SeverityDebug, "request body"}, {otellog.SeverityInfo, "Successfully acquired lease"}} {
+		var rec otellog.Record
+		rec.SetSeverity(r.sev)
+		rec.SetBody(attribute.StringValue(r.body))
+		logger.Emit(t.Context(), rec)
+	}
+	require.NoError(t, tel.Shutdown(t.Context()))
+	require.Contains(t, h.StderrString(), "Successfully acquired lease")
+	require.NotContains(t, h.StderrString(), "request body")
 }

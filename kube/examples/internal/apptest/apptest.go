@@ -49,9 +49,11 @@ type Env struct {
 // NewEnv returns c's Env.
 func NewEnv(t testing.TB, c *controlplane.Cluster) Env {
 	t.Helper()
-	kc, err := kubernetes.NewForConfig(c.RESTConfig())
+	rc := c.RESTConfig()
+	rc.QPS = -1 // no client-side rate limit: the tests poll
+	kc, err := kubernetes.NewForConfig(rc)
 	require.NoError(t, err)
-	dc, err := dynamic.NewForConfig(c.RESTConfig())
+	dc, err := dynamic.NewForConfig(rc)
 	require.NoError(t, err)
 	return Env{Cluster: c, Kube: kc, Dynamic: dc}
 }
@@ -186,6 +188,7 @@ func (e Env) WithToken(t testing.TB, token string) kubernetes.Interface {
 	kc, err := kubernetes.NewForConfig(&rest.Config{
 		Host:            "https://" + e.Cluster.Server,
 		BearerToken:     token,
+		QPS:             -1,
 		TLSClientConfig: rest.TLSClientConfig{CAData: e.CAPEM(t)},
 	})
 	require.NoError(t, err)

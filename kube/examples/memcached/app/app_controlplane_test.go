@@ -239,7 +239,9 @@ func testLifecycle(t *testing.T, e apptest.Env, ns string, tel *humustest.Teleme
 	})
 
 	t.Run("TheGarbageCollectorRemovesTheDeployment", func(t *testing.T) {
-		apptest.Eventually(t, 30*time.Second, "the Deployment to be collected", func(ctx context.Context) (bool, error) {
+		// The garbage collector discovers a new resource, such as
+		// memcacheds, within 30s, and only then sees its objects deleted.
+		apptest.Eventually(t, 2*time.Minute, "the Deployment to be collected", func(ctx context.Context) (bool, error) {
 			_, err := deployments.Get(ctx, "cache", metav1.GetOptions{})
 			return apierrors.IsNotFound(err), apptest.IgnoreNotFound(err)
 		})

@@ -8,9 +8,11 @@ import (
 	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/log"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/kube/examples/internal/appconfig"
 )
 
 // logPrinter is the App's Telemetry in the demo: it prints each log record
@@ -19,13 +21,14 @@ import (
 type logPrinter struct {
 	out   io.Writer
 	quiet bool
+	min   log.Severity // the least severity printed
 
 	mu          sync.Mutex
 	finalizings int
 }
 
 func (p *logPrinter) telemetry(context.Context, humus.Host) (humus.Telemetry, error) {
-	lp := sdklog.NewLoggerProvider(sdklog.WithProcessor(sdklog.NewSimpleProcessor(p)))
+	lp := sdklog.NewLoggerProvider(sdklog.WithProcessor(appconfig.MinSeverity(sdklog.NewSimpleProcessor(p), p.min)))
 	return humus.Telemetry{LoggerProvider: lp, Shutdown: lp.Shutdown}, nil
 }
 

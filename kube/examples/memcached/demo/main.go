@@ -45,6 +45,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"go.opentelemetry.io/otel/log"
+
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/controlplane"
 	"github.com/z5labs/humus/kube/examples/internal/appconfig"
@@ -55,11 +57,12 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", "", "use the existing cluster of this kubeconfig instead of starting the local control plane")
 	namespace := flag.String("namespace", "memcached-demo", "the namespace the demo's Memcached, its Deployment and the App's Lease go in")
 	quiet := flag.Bool("quiet", false, "hide the App's own log records")
+	verbose := flag.Bool("v", false, "show the App's debug log records too, client-go's included")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	d := &demo{out: os.Stdout, namespace: *namespace, quiet: *quiet}
+	d := &demo{out: os.Stdout, namespace: *namespace, quiet: *quiet, verbose: *verbose}
 	if err := d.run(ctx, *kubeconfig); err != nil {
 		fmt.Fprintf(os.Stderr, "\ndemo failed: %v\n", err)
 		os.Exit(1)
@@ -70,6 +73,7 @@ type demo struct {
 	out       io.Writer
 	namespace string
 	quiet     bool
+	verbose   bool
 
 	cluster *controlplane.Cluster
 	kube    kubernetes.Interface
@@ -98,10 +102,12 @@ func (d *demo) run(ctx context.Context, kubeconfig string) (err error) {
 			d.say("stopped; its data directory is removed")
 		}()
 	}
-	if d.kube, err = kubernetes.NewForConfig(d.cluster.RESTConfig()); err != nil {
+	rc := d.cluster.RESTConfig()
+	rc.QPS = -1 // no client-side rate limit: the demo polls
+	if d.kube, err = kubernetes.NewForConfig(rc); err != nil {
 		return err
 	}
-	if d.dynamic, err = dynamic.NewForConfig(d.cluster.RESTConfig()); err != nil {
+	if d.dynamic, err = dynamic.NewForConfig(rc); err != nil {
 		return err
 	}
 	if err := d.installCRD(ctx); err != nil {
@@ -214,7 +220,7 @@ func (d *demo) installCRD(ctx context.Context) error {
 	switch {
 	case apierrors.IsInvalid(err):
 		d.say("a Memcached of size 0 is rejected by the API server:")
-		d.say("  %s", lastLine(err.Error()))
+		d.say("  %s", fieldError(err.Error()))
 	case err != nil:
 		return err
 	default:
@@ -258,7 +264,10 @@ func (d *demo) startApp(ctx context.Context, kubeconfig string) (*runningApp, er
 	a := &runningApp{signals: make(chan os.Signal, 1), exit: make(chan int, 1)}
 	host.Signals = func(context.Context) <-chan os.Signal { return a.signals }
 	host.Stderr = indent{d.out}
-	d.logs = &logPrinter{out: d.out, quiet: d.quiet}
+	d.logs = &logPrinter{out: d.out, quiet: d.quiet, min: log.SeverityInfo}
+	if d.verbose {
+		d.logs.min = log.SeverityTrace1
+	}
 	go func() {
 		a.exit <- humus.Run(ctx, host, app.Init, humus.WithTelemetry(d.logs.telemetry))
 	}()
@@ -409,14 +418,17 @@ func (d *demo) deleteMemcached(ctx context.Context, memcacheds dynamic.ResourceI
 		return fmt.Errorf("waiting for the deletion to complete: %w", err)
 	}
 	d.say("the App removed its finalizer, and the deletion completed: memcached/%s is gone", name)
-	err = poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+	d.say("waiting for the garbage collector to delete deployment/%s, which the Memcached owned", name)
+	d.say("(it discovers a new resource, such as memcacheds, every 30s, and only then sees its objects go)")
+	start := time.Now()
+	err = wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
 		_, err := d.kube.AppsV1().Deployments(d.namespace).Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), ignoreNotFound(err)
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for the garbage collector: %w", err)
 	}
-	d.say("the garbage collector deleted deployment/%s, which the Memcached owned", name)
+	d.say("the garbage collector deleted deployment/%s after %v", name, time.Since(start).Round(100*time.Millisecond))
 	return nil
 }
 
@@ -509,11 +521,13 @@ func ignoreNotFound(err error) error {
 
 func deref(b *bool) bool { return b != nil && *b }
 
-func lastLine(s string) string {
-	if i := strings.LastIndex(s, ": "); i >= 0 && strings.Contains(s[:i], "spec.") {
-		return s[strings.Index(s, "spec."):]
+// fieldError returns the part of an Invalid error's message that names the
+// field, such as "spec.size: Invalid value: 0: ...".
+func fieldError(msg string) string {
+	if i := strings.Index(msg, "spec."); i >= 0 {
+		return msg[i:]
 	}
-	return s
+	return msg
 }
 
 func freeAddr() (string, error) {
