@@ -51,6 +51,12 @@ type Cluster struct {
 	rest    *rest.Config
 	dataDir string // "" for an existing cluster
 
+	// For RestartControllerManager; kcmPath is "" for an existing cluster.
+	lifetime   context.Context // Start's ctx: the processes live as long as it
+	kcmPath    string
+	kcmArgs    []string
+	kcmHealthz string
+
 	mu        sync.Mutex
 	procs     []*process
 	exited    chan struct{} // closed when the first process exits

@@ -90,8 +90,17 @@ func TestControlPlane(t *testing.T) {
 	})
 
 	widgets := schema.GroupVersionResource{Group: "controlplane.humus.z5labs.dev", Version: "v1", Resource: "widgets"}
-	crdReady := t.Run("CRDIsAcceptedAndItsMinimumEnforced", func(t *testing.T) {
-		createWidgetCRD(t, dyn, widgets)
+	// Made by the parent test, so the CRD outlives the subtests that use it.
+	createWidgetCRD(t, dyn, widgets)
+	// So that the garbage collector watches Widgets now, not at its next
+	// 30s discovery sync.
+	restart := time.Now()
+	if err := c.RestartControllerManager(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("restarted kube-controller-manager in %s", time.Since(restart).Round(time.Millisecond))
+
+	t.Run("CRDIsAcceptedAndItsMinimumEnforced", func(t *testing.T) {
 		_, err := createWidget(ctx, dyn, widgets, namespace, "too-small", 0)
 		if err == nil || !apierrors.IsInvalid(err) || !strings.Contains(err.Error(), "should be greater than or equal to 1") {
 			t.Fatalf("creating a Widget with spec.size 0: got %v, want Invalid: should be greater than or equal to 1", err)
@@ -114,9 +123,6 @@ func TestControlPlane(t *testing.T) {
 	})
 
 	t.Run("GarbageCollectorDeletesDependentOfDeletedCustomResource", func(t *testing.T) {
-		if !crdReady {
-			t.Skip("the CRD was not set up")
-		}
 		owner, err := createWidget(ctx, dyn, widgets, namespace, "owner", 3)
 		if err != nil {
 			t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync/atomic"
 	"time"
 )
 
@@ -18,6 +19,8 @@ type process struct {
 	logPath string
 	done    chan struct{} // closed when the process has exited and been waited for
 	err     error         // cmd.Wait's result, set before done is closed
+
+	replaced atomic.Bool // killed to be restarted: its exit is not a crash
 }
 
 // startProcess starts path with args in its own process group, output to
