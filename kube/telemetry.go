@@ -67,9 +67,26 @@ func newTelemetry(t humus.Telemetry, name string) (*telemetry, error) {
 		name:   name,
 		tracer: tp.Tracer(controllerScope),
 		log:    slog.New(h),
-		klog:   logr.FromSlogHandler(h),
+		klog:   logr.FromSlogHandler(infoAndAbove{h}),
 		inst:   inst,
 	}, nil
+}
+
+// infoAndAbove passes on client-go's records of verbosity 0 and its
+// errors, as klog shows by default, and drops its V(1) and above: routine
+// detail such as a record for every Lease renewal, at V(5).
+type infoAndAbove struct{ slog.Handler }
+
+func (h infoAndAbove) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= slog.LevelInfo && h.Handler.Enabled(ctx, l)
+}
+
+func (h infoAndAbove) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return infoAndAbove{h.Handler.WithAttrs(attrs)}
+}
+
+func (h infoAndAbove) WithGroup(name string) slog.Handler {
+	return infoAndAbove{h.Handler.WithGroup(name)}
 }
 
 // reconcileRecord records one reconcile: its root span, its log records and

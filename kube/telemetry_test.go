@@ -317,5 +317,21 @@ func TestClientGosRecordsReachTheLoggerProviderAndNothingReachesStderr(t *testin
 	joined := strings.Join(bodies, "\n")
 	require.Contains(t, joined, "Attempting to acquire leader lease")
 	require.Contains(t, joined, "Successfully acquired lease")
-	require.Contains(t, joined, "Failed to update lease")
+	require.Contains(t, joined, "Failed to renew lease")
+}
+
+func TestClientGosVerboseRecordsAreDropped(t *testing.T) {
+	tel := newTestTelemetry()
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		c := newWidgetController(t, f, tel.Telemetry, testSettings(), outcomeReconciler())
+		s := serve(t, c)
+		time.Sleep(time.Minute) // 30 Lease renewals, each a V(5) record
+		synctest.Wait()
+		require.NoError(t, s.stop(t))
+	})
+	for _, rec := range tel.logs.all() {
+		require.NotContains(t, rec.Body().AsString(), "Successfully renewed lease")
+		require.GreaterOrEqual(t, rec.Severity(), otellog.SeverityInfo, rec.Body().AsString())
+	}
 }
