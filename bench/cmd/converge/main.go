@@ -122,9 +122,13 @@ func run() error {
 		timeout:    *timeout,
 		resync:     *resync,
 		settle:     *quiet,
+		gcWait:     90 * time.Second,
 		logDir:     *logDir,
 		progress:   os.Stderr,
 		skipSteady: *noSteady,
+	}
+	if *smoke {
+		c.gcWait = time.Second // figures don't matter: don't wait out the garbage collector's discovery
 	}
 	if c.bins, err = peerBinaries(ctx, *peerDir, tmp, which); err != nil {
 		return err

@@ -156,6 +156,7 @@ func (rep *Report) print(out io.Writer) {
 				fmt.Fprintf(out, "  %s steady, %.0fs window, resync %.0fs: %s%s\n", p, r.Steady.WindowSeconds, r.Steady.ResyncSeconds, breakdown(r.Steady.Requests), note)
 			}
 		}
+		fmt.Fprintln(out, "  (leases include the API server's own identity Lease, renewed every 10s; initial lists made as watches aren't counted)")
 		for _, r := range rep.Runs {
 			if r.Objects == k[0] && r.Workers == k[1] && r.Error != "" {
 				fmt.Fprintf(out, "  %s failed: %s\n", r.Peer, r.Error)

@@ -99,6 +99,7 @@ type config struct {
 	logDir     string
 	progress   io.Writer
 	skipSteady bool
+	gcWait     time.Duration // how long to wait for the garbage collector's watch
 }
 
 // resyncFor is the resync the peers run with at n objects: long enough that
@@ -174,7 +175,7 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 	// Wait until the garbage collector watches memcacheds (its watch and
 	// ours), so it never looks up an owner it hasn't seen yet, which would
 	// count as the peer's GETs.
-	if err := waitForWatchers(ctx, kc, "WATCH memcacheds", 2, 90*time.Second); err != nil {
+	if err := waitForWatchers(ctx, kc, "WATCH memcacheds", 2, c.gcWait); err != nil {
 		c.logf("%s N=%d W=%d: %v (going on)", r.Peer, r.Objects, r.Workers, err)
 	}
 
