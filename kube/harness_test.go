@@ -7,12 +7,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
 	"go.opentelemetry.io/otel/attribute"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -243,39 +241,11 @@ func holder(l *coordinationv1.Lease) string {
 	return *l.Spec.HolderIdentity
 }
 
-// testTelemetry is an in-memory humus.Telemetry on the OpenTelemetry SDK.
-type testTelemetry struct {
-	spans   *tracetest.SpanRecorder
-	metrics *sdkmetric.ManualReader
-	logs    *logRecorder
-	humus.Telemetry
-}
-
-func newTestTelemetry() *testTelemetry {
-	tt := &testTelemetry{
-		spans:   tracetest.NewSpanRecorder(),
-		metrics: sdkmetric.NewManualReader(),
-		logs:    &logRecorder{},
-	}
-	tt.Telemetry = humus.Telemetry{
-		TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(tt.spans)),
-		MeterProvider:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(tt.metrics)),
-		LoggerProvider: sdklog.NewLoggerProvider(sdklog.WithProcessor(tt.logs)),
-	}
-	return tt
-}
-
-func (tt *testTelemetry) collect(t testing.TB) metricdata.ResourceMetrics {
+// metricNamed returns the instrument named name from the controller's
+// scope, as tel collects it now.
+func metricNamed(t testing.TB, tel *humustest.Telemetry, name string) (metricdata.Metrics, bool) {
 	t.Helper()
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, tt.metrics.Collect(context.Background(), &rm))
-	return rm
-}
-
-// metric returns the instrument named name from the controller's scope.
-func (tt *testTelemetry) metric(t testing.TB, name string) (metricdata.Metrics, bool) {
-	t.Helper()
-	for _, sm := range tt.collect(t).ScopeMetrics {
+	for _, sm := range tel.Metrics().ScopeMetrics {
 		if sm.Scope.Name != controllerScope {
 			continue
 		}
@@ -288,39 +258,15 @@ func (tt *testTelemetry) metric(t testing.TB, name string) (metricdata.Metrics, 
 	return metricdata.Metrics{}, false
 }
 
-// logRecorder is an sdklog.Processor that keeps every record.
-type logRecorder struct {
-	mu      sync.Mutex
-	records []sdklog.Record
-}
-
-func (r *logRecorder) OnEmit(_ context.Context, rec *sdklog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.records = append(r.records, rec.Clone())
-	return nil
-}
-func (r *logRecorder) Enabled(context.Context, sdklog.EnabledParameters) bool { return true }
-func (r *logRecorder) Shutdown(context.Context) error                         { return nil }
-func (r *logRecorder) ForceFlush(context.Context) error                       { return nil }
-
-// withBody returns the records whose body is body.
-func (r *logRecorder) withBody(body string) []sdklog.Record {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// recordsWithBody returns tel's log records whose body is body.
+func recordsWithBody(tel *humustest.Telemetry, body string) []sdklog.Record {
 	var out []sdklog.Record
-	for _, rec := range r.records {
+	for _, rec := range tel.Records() {
 		if rec.Body().AsString() == body {
 			out = append(out, rec)
 		}
 	}
 	return out
-}
-
-func (r *logRecorder) all() []sdklog.Record {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return append([]sdklog.Record(nil), r.records...)
 }
 
 // newWidgetController builds a controller of Widgets on f's clients.

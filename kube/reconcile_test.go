@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -18,7 +19,7 @@ func TestNewObjectIsReconciledTwiceAndSettles(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, newWidget("w1", 3))
 		var calls atomic.Int32
-		c := newWidgetController(t, f, newTestTelemetry().Telemetry, testSettings(),
+		c := newWidgetController(t, f, humustest.NewTelemetry(t).Telemetry, testSettings(),
 			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
 				calls.Add(1)
 				return Result[widgetStatus]{Status: &widgetStatus{Seen: w.Spec.Size}}, nil
@@ -146,7 +147,7 @@ func TestUndecodableObjectIsAnErrorNamingTheFieldAndOthersGoOn(t *testing.T) {
 		bad := newWidget("bad", 0)
 		bad.Object["spec"] = map[string]any{"size": "three"}
 		f := newFakeCluster(t, bad, newWidget("good", 2))
-		tel := newTestTelemetry()
+		tel := humustest.NewTelemetry(t)
 		settings := testSettings()
 		settings.RetryBaseDelay = time.Second
 		var mu sync.Mutex
@@ -166,7 +167,7 @@ func TestUndecodableObjectIsAnErrorNamingTheFieldAndOthersGoOn(t *testing.T) {
 		mu.Lock()
 		require.Equal(t, map[string]int{"good": 1}, seen)
 		mu.Unlock()
-		failed := tel.logs.withBody("reconcile failed")
+		failed := recordsWithBody(tel, "reconcile failed")
 		require.Len(t, failed, 3, "retried with backoff: at once, after 1s and after 2s more")
 		msg := attrs(failed[0])["error"]
 		require.Contains(t, msg, "Widget default/bad")

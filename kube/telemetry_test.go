@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"github.com/z5labs/humus/humustest"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	otellog "go.opentelemetry.io/otel/log"
@@ -43,7 +44,7 @@ func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
 func TestEveryReconcileIsARootSpanWithRecordsForErrorsAndPanics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, newWidget("ok", 1), newWidget("fails", 2), newWidget("panics", 3))
-		tel := newTestTelemetry()
+		tel := humustest.NewTelemetry(t)
 		settings := testSettings()
 		settings.RetryBaseDelay = time.Hour
 		settings.RetryMaxDelay = time.Hour
@@ -53,7 +54,7 @@ func TestEveryReconcileIsARootSpanWithRecordsForErrorsAndPanics(t *testing.T) {
 		require.NoError(t, s.stop(t))
 
 		spans := map[string]sdktrace.ReadOnlySpan{}
-		for _, sp := range tel.spans.Ended() {
+		for _, sp := range tel.Spans() {
 			if sp.Name() != "reconcile Widget" {
 				continue
 			}
@@ -79,7 +80,7 @@ func TestEveryReconcileIsARootSpanWithRecordsForErrorsAndPanics(t *testing.T) {
 		require.Equal(t, "index out of range", ev["exception.message"])
 		require.Contains(t, ev["exception.stacktrace"], "outcomeReconciler")
 
-		failed := tel.logs.withBody("reconcile failed")
+		failed := recordsWithBody(tel, "reconcile failed")
 		require.Len(t, failed, 1)
 		require.Equal(t, otellog.SeverityWarn, failed[0].Severity())
 		require.Equal(t, map[string]string{
@@ -90,7 +91,7 @@ func TestEveryReconcileIsARootSpanWithRecordsForErrorsAndPanics(t *testing.T) {
 		require.Equal(t, spans["fails"].SpanContext().TraceID(), failed[0].TraceID(), "in the span's context")
 		require.Equal(t, spans["fails"].SpanContext().SpanID(), failed[0].SpanID())
 
-		panicked := tel.logs.withBody("reconcile panicked")
+		panicked := recordsWithBody(tel, "reconcile panicked")
 		require.Len(t, panicked, 1)
 		require.Equal(t, otellog.SeverityError, panicked[0].Severity())
 		pa := attrs(panicked[0])
@@ -105,7 +106,7 @@ func TestEveryReconcileIsARootSpanWithRecordsForErrorsAndPanics(t *testing.T) {
 func TestTheSixInstruments(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, newWidget("ok", 1), newWidget("fails", 2), newWidget("panics", 3))
-		tel := newTestTelemetry()
+		tel := humustest.NewTelemetry(t)
 		settings := testSettings()
 		settings.RetryBaseDelay = time.Hour
 		settings.RetryMaxDelay = time.Hour
@@ -128,7 +129,7 @@ func TestTheSixInstruments(t *testing.T) {
 		buckets := []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 		got := map[string]metricdata.Metrics{}
 		for _, w := range want {
-			m, ok := tel.metric(t, w.name)
+			m, ok := metricNamed(t, tel, w.name)
 			require.True(t, ok, w.name)
 			require.Equal(t, w.unit, m.Unit, w.name)
 			require.Equal(t, w.description, m.Description, w.name)
@@ -207,9 +208,9 @@ func attributeSets(m metricdata.Metrics) []attribute.Set {
 	return out
 }
 
-func sumValue(t testing.TB, tel *testTelemetry, name string) int64 {
+func sumValue(t testing.TB, tel *humustest.Telemetry, name string) int64 {
 	t.Helper()
-	m, ok := tel.metric(t, name)
+	m, ok := metricNamed(t, tel, name)
 	if !ok {
 		return 0
 	}
@@ -220,9 +221,9 @@ func sumValue(t testing.TB, tel *testTelemetry, name string) int64 {
 	return v
 }
 
-func reconcileCount(t testing.TB, tel *testTelemetry) uint64 {
+func reconcileCount(t testing.TB, tel *humustest.Telemetry) uint64 {
 	t.Helper()
-	m, ok := tel.metric(t, "humus.kube.controller.reconcile.duration")
+	m, ok := metricNamed(t, tel, "humus.kube.controller.reconcile.duration")
 	if !ok {
 		return 0
 	}
@@ -241,7 +242,7 @@ func TestQueueDepthCountsUpAndDownAndAStandbyHoldsItsKeys(t *testing.T) {
 			<-release
 			return Result[widgetStatus]{}, nil
 		})
-		leaderTel, standbyTel := newTestTelemetry(), newTestTelemetry()
+		leaderTel, standbyTel := humustest.NewTelemetry(t), humustest.NewTelemetry(t)
 		leader := newWidgetController(t, f, leaderTel.Telemetry, testSettings(), rec)
 		sl := serve(t, leader)
 		synctest.Wait()
@@ -261,7 +262,7 @@ func TestQueueDepthCountsUpAndDownAndAStandbyHoldsItsKeys(t *testing.T) {
 		require.EqualValues(t, 3, sumValue(t, standbyTel, "humus.kube.controller.queue.depth"), "a standby's queue holds a key for every object")
 		require.EqualValues(t, 0, reconcileCount(t, standbyTel), "a standby reconciles nothing")
 		for _, name := range []string{"humus.kube.controller.reconcile.unfinished_duration", "humus.kube.controller.reconcile.longest_unfinished_duration"} {
-			m, ok := standbyTel.metric(t, name)
+			m, ok := metricNamed(t, standbyTel, name)
 			require.True(t, ok)
 			for _, dp := range m.Data.(metricdata.Gauge[float64]).DataPoints {
 				require.Zero(t, dp.Value, "a standby's gauges read 0")
@@ -298,7 +299,7 @@ func TestClientGosRecordsReachTheLoggerProviderAndNothingReachesStderr(t *testin
 		}
 	}()
 
-	tel := newTestTelemetry()
+	tel := humustest.NewTelemetry(t)
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, newWidget("w1", 1))
 		c := newWidgetController(t, f, tel.Telemetry, testSettings(), outcomeReconciler())
@@ -311,7 +312,7 @@ func TestClientGosRecordsReachTheLoggerProviderAndNothingReachesStderr(t *testin
 
 	require.Empty(t, restore(), "nothing reaches the real stderr")
 	var bodies []string
-	for _, rec := range tel.logs.all() {
+	for _, rec := range tel.Records() {
 		bodies = append(bodies, rec.Body().AsString())
 	}
 	joined := strings.Join(bodies, "\n")
@@ -321,7 +322,7 @@ func TestClientGosRecordsReachTheLoggerProviderAndNothingReachesStderr(t *testin
 }
 
 func TestClientGosVerboseRecordsAreDropped(t *testing.T) {
-	tel := newTestTelemetry()
+	tel := humustest.NewTelemetry(t)
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, newWidget("w1", 1))
 		c := newWidgetController(t, f, tel.Telemetry, testSettings(), outcomeReconciler())
@@ -330,7 +331,7 @@ func TestClientGosVerboseRecordsAreDropped(t *testing.T) {
 		synctest.Wait()
 		require.NoError(t, s.stop(t))
 	})
-	for _, rec := range tel.logs.all() {
+	for _, rec := range tel.Records() {
 		require.NotContains(t, rec.Body().AsString(), "Successfully renewed lease")
 		require.GreaterOrEqual(t, rec.Severity(), otellog.SeverityInfo, rec.Body().AsString())
 	}
