@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -404,6 +405,26 @@ func (d *CuttableDial) Cut() {
 	for _, c := range d.conns {
 		c.Close()
 	}
+}
+
+// NewTelemetry returns humustest's in-memory Telemetry, whose log records
+// the test logs if it fails, to show what the App said.
+func NewTelemetry(t testing.TB) *humustest.Telemetry {
+	tel := humustest.NewTelemetry(t)
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		for _, r := range tel.Records() {
+			var attrs []string
+			r.WalkAttributes(func(kv attribute.KeyValue) bool {
+				attrs = append(attrs, string(kv.Key)+"="+kv.Value.Emit())
+				return true
+			})
+			t.Logf("app record: %s %s %s", r.Severity(), r.Body().Emit(), strings.Join(attrs, " "))
+		}
+	})
+	return tel
 }
 
 // CountRecords counts the log records whose body is body.

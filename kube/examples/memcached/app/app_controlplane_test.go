@@ -57,7 +57,7 @@ func TestMemcachedApp(t *testing.T) {
 
 	t.Run("ReconcilesAMemcachedThroughItsLifecycle", func(t *testing.T) {
 		ns := e.Namespace(t, "lifecycle")
-		tel := humustest.NewTelemetry(t)
+		tel := apptest.NewTelemetry(t)
 		a := apptest.Start(t, app.New(config(t, e, ns, "replica-0")), humus.OSHost(), humus.WithTelemetry(tel.Build))
 		testLifecycle(t, e, ns, tel)
 		t.Run("SIGTERMExits0AndTheLeaseHasNoHolder", func(t *testing.T) {
@@ -123,7 +123,7 @@ func TestMemcachedApp(t *testing.T) {
 		_, err = sa.CoreV1().Secrets(ns).List(t.Context(), metav1.ListOptions{})
 		require.True(t, apierrors.IsForbidden(err), "listing secrets with the ServiceAccount's token: %v", err)
 
-		tel := humustest.NewTelemetry(t)
+		tel := apptest.NewTelemetry(t)
 		a := apptest.Start(t, app.Init, host, humus.WithTelemetry(tel.Build))
 		apptest.Ready(t, probes)
 		testLifecycle(t, e, ns, tel)
@@ -133,7 +133,7 @@ func TestMemcachedApp(t *testing.T) {
 
 	t.Run("TwoReplicasOnlyTheHolderReconcilesAndTheOtherTakesOverOnSIGTERM", func(t *testing.T) {
 		ns := e.Namespace(t, "replicas")
-		tel0, tel1 := humustest.NewTelemetry(t), humustest.NewTelemetry(t)
+		tel0, tel1 := apptest.NewTelemetry(t), apptest.NewTelemetry(t)
 		cfg0, cfg1 := config(t, e, ns, "replica-0"), config(t, e, ns, "replica-1")
 		leaseDuration := cfg1.Settings.LeaderElection.LeaseDuration
 
