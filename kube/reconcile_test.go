@@ -13,6 +13,7 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 func TestNewObjectIsReconciledTwiceAndSettles(t *testing.T) {
@@ -252,6 +253,52 @@ func TestDecodeCopiesInterfaceFields(t *testing.T) {
 		mu.Lock()
 		require.Equal(t, []string{"cache", "cache"}, seen, "an interface field is a copy, not the cache's value")
 		mu.Unlock()
+		require.NoError(t, s.stop(t))
+	})
+}
+
+func TestWorkersNeverReconcileOneKeyTwiceAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1), newWidget("w2", 1))
+		settings := testSettings()
+		settings.Workers = 4
+		var mu sync.Mutex
+		inFlight := map[string]int{}
+		most, mostOfOne, calls := 0, 0, 0
+		c := newWidgetController(t, f, humus.Telemetry{}, settings,
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				mu.Lock()
+				calls++
+				inFlight[w.Name]++
+				total := 0
+				for _, n := range inFlight {
+					total += n
+				}
+				most, mostOfOne = max(most, total), max(mostOfOne, inFlight[w.Name])
+				mu.Unlock()
+				time.Sleep(time.Second)
+				mu.Lock()
+				inFlight[w.Name]--
+				mu.Unlock()
+				return Result[widgetStatus]{}, nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		// Change w1 twice while its first reconcile is in flight.
+		for size := range int64(2) {
+			u := f.get(t, widgetGVR, testNamespace, "w1").DeepCopy()
+			require.NoError(t, unstructured.SetNestedField(u.Object, size+2, "spec", "size"))
+			f.update(t, widgetGVR, u)
+			synctest.Wait()
+		}
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+
+		mu.Lock()
+		defer mu.Unlock()
+		require.Equal(t, 2, most, "two keys are reconciled at once")
+		require.Equal(t, 1, mostOfOne, "one key never is")
+		require.Equal(t, 3, calls, "w1's two changes while it ran queue it once more")
 		require.NoError(t, s.stop(t))
 	})
 }
