@@ -48,11 +48,12 @@ func (c *Controller) worker(ctx context.Context, queue workqueue.TypedRateLimiti
 func (c *Controller) reconcile(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], lister cache.Indexer, key string) {
 	ctx, rec := c.tel.startReconcile(ctx, c.kind, key)
 
-	after, err, panicked := c.reconcileKey(ctx, lister, key)
+	after, err := c.reconcileKey(ctx, lister, key)
 
 	// 7. Settle the key.
+	var panicked *panicError
 	switch {
-	case panicked != nil:
+	case errors.As(err, &panicked):
 		rec.panicked(ctx, panicked)
 		queue.Forget(key)
 	case err != nil:
@@ -67,11 +68,12 @@ func (c *Controller) reconcile(ctx context.Context, queue workqueue.TypedRateLim
 	}
 }
 
-// reconcileKey runs steps 1 to 6 for key, recovering a panic from them.
-func (c *Controller) reconcileKey(ctx context.Context, lister cache.Indexer, key string) (after time.Duration, err error, panicked *panicValue) {
+// reconcileKey runs steps 1 to 6 for key. A panic in them is recovered as
+// a *panicError.
+func (c *Controller) reconcileKey(ctx context.Context, lister cache.Indexer, key string) (after time.Duration, err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			panicked = &panicValue{value: v, stack: debug.Stack()}
+			after, err = 0, &panicError{value: v, stack: debug.Stack()}
 		}
 	}()
 
@@ -79,24 +81,25 @@ func (c *Controller) reconcileKey(ctx context.Context, lister cache.Indexer, key
 	// its owned resources are garbage collected.
 	item, exists, err := lister.GetByKey(key)
 	if err != nil {
-		return 0, fmt.Errorf("kube: looking up %s %s in the cache: %w", c.kind, key, err), nil
+		return 0, fmt.Errorf("kube: looking up %s %s in the cache: %w", c.kind, key, err)
 	}
 	if !exists {
-		return 0, nil, nil
+		return 0, nil
 	}
 	u, ok := item.(*unstructured.Unstructured)
 	if !ok {
-		return 0, fmt.Errorf("kube: the cache holds a %T for %s %s", item, c.kind, key), nil
+		return 0, fmt.Errorf("kube: the cache holds a %T for %s %s", item, c.kind, key)
 	}
-	after, err = c.handle(ctx, c, u)
-	return after, err, nil
+	return c.handle(ctx, c, u)
 }
 
-// panicValue is a recovered panic and the stack it was raised on.
-type panicValue struct {
+// panicError is a recovered panic and the stack it was raised on.
+type panicError struct {
 	value any
 	stack []byte
 }
+
+func (p *panicError) Error() string { return fmt.Sprintf("panic: %v", p.value) }
 
 // objectType is what the controller knows of one Go type of object: an
 // Object[Spec, Status] of a Resource, or a Kind's T.

@@ -135,7 +135,7 @@ func (r *reconcileRecord) failed(ctx context.Context, err error) {
 // an exception event on the span and its status Error, and one ERROR
 // record, reconcile panicked, with the object and the same three
 // exception attributes.
-func (r *reconcileRecord) panicked(ctx context.Context, p *panicValue) {
+func (r *reconcileRecord) panicked(ctx context.Context, p *panicError) {
 	typ := fmt.Sprintf("%T", p.value)
 	msg := fmt.Sprint(p.value)
 	stack := string(p.stack)
