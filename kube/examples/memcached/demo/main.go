@@ -74,6 +74,7 @@ type demo struct {
 	namespace string
 	quiet     bool
 	verbose   bool
+	local     bool // the demo started the local control plane
 
 	cluster *controlplane.Cluster
 	kube    kubernetes.Interface
@@ -171,6 +172,7 @@ func (d *demo) startCluster(ctx context.Context, kubeconfig string) error {
 		return err
 	}
 	d.cluster = c
+	d.local = true
 	d.say("etcd, kube-apiserver and kube-controller-manager (with its garbage collector; no kubelet, so no pod runs)")
 	d.say("API server: https://%s, ready in %v", c.Server, time.Since(start).Round(100*time.Millisecond))
 	return nil
@@ -340,7 +342,11 @@ func (d *demo) showDeployment(ctx context.Context, m *unstructured.Unstructured)
 	for _, f := range dep.ManagedFields {
 		d.say("  managed by %s (%s)", f.Manager, f.Operation)
 	}
-	d.say("  ready replicas: %d (no kubelet runs here, so no pod starts)", dep.Status.ReadyReplicas)
+	if d.local {
+		d.say("  ready replicas: %d (no kubelet runs in the local control plane, so no pod starts)", dep.Status.ReadyReplicas)
+	} else {
+		d.say("  ready replicas: %d", dep.Status.ReadyReplicas)
+	}
 	return nil
 }
 
@@ -409,7 +415,11 @@ func (d *demo) deleteMemcached(ctx context.Context, memcacheds dynamic.ResourceI
 	if err != nil {
 		return fmt.Errorf("waiting for the finalizer: %w", err)
 	}
-	d.say("the finalizer %s ran (see the App's record above)", app.FinalizerName)
+	if d.quiet {
+		d.say("the finalizer %s ran", app.FinalizerName)
+	} else {
+		d.say("the finalizer %s ran (see the App's record above)", app.FinalizerName)
+	}
 	err = poll(ctx, 10*time.Second, func(ctx context.Context) (bool, error) {
 		_, err := memcacheds.Get(ctx, name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), ignoreNotFound(err)
