@@ -49,6 +49,8 @@ var figures = []figure{
 	{"requests", func(r Run) (float64, bool) { return r.RequestTotal, true }, ""},
 	{"writes", func(r Run) (float64, bool) { return r.Writes, true }, ""},
 	{"status_writes", func(r Run) (float64, bool) { return r.StatusWrites, true }, ""},
+	{"settle_requests", func(r Run) (float64, bool) { return r.SettleTotal, r.Steady != nil }, ""},
+	{"settle_writes", func(r Run) (float64, bool) { return r.SettleWrites, r.Steady != nil }, ""},
 	{"steady_requests", func(r Run) (float64, bool) {
 		if r.Steady == nil {
 			return 0, false
@@ -149,6 +151,7 @@ func (rep *Report) print(out io.Writer) {
 			}
 			fmt.Fprintf(out, "  %s requests: %s\n", p, breakdown(r.Requests))
 			if r.Steady != nil {
+				fmt.Fprintf(out, "  %s after converging, until settled: %s\n", p, breakdown(r.SettleRequests))
 				note := ""
 				if r.Steady.Overlapped {
 					note = " (convergence ran past the resync: the window may have missed it)"

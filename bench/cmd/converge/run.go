@@ -67,6 +67,14 @@ type Run struct {
 	Writes       float64  `json:"writes"`
 	StatusWrites float64  `json:"status_writes"`
 
+	// SettleRequests are the requests from convergence until they stopped
+	// changing for the settle time: the reconciles that convergence caused,
+	// such as each object's own status change; counted only when the steady
+	// window is measured.
+	SettleRequests Requests `json:"settle_requests,omitempty"`
+	SettleTotal    float64  `json:"settle_request_total,omitempty"`
+	SettleWrites   float64  `json:"settle_writes,omitempty"`
+
 	// Steady is the quiet window after convergence, which spans one resync
 	// of every object; nil for the floor, which has no resync.
 	Steady *Steady `json:"steady,omitempty"`
@@ -237,6 +245,8 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 	if err != nil {
 		return err
 	}
+	r.SettleRequests = settled.sub(after)
+	r.SettleTotal, r.SettleWrites = r.SettleRequests.total(), r.SettleRequests.writes()
 	start := time.Now()
 	resyncAt := p.started.Add(resync)
 	st.Overlapped = start.After(resyncAt)
