@@ -311,7 +311,7 @@ func BenchmarkStart(b *testing.B) {
 	n := 0
 	for b.Loop() {
 		t0 := time.Now()
-		c, err := controlplane.Start(ctx, controlplane.Options{})
+		c, err := controlplane.Start(ctx, controlplane.Options{Progress: os.Stderr})
 		if err != nil {
 			b.Fatal(err)
 		}

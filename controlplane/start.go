@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -42,6 +43,16 @@ type Options struct {
 	// in its names (with the -controller suffix, for example
 	// "job-controller"). The base list is always on: BaseControllers.
 	ExtraControllers []string
+
+	// Progress receives a line as each process is ready, with the time
+	// it took. Default: nothing is printed.
+	Progress io.Writer
+
+	// APIServerFlags and ControllerManagerFlags are added after the flags
+	// Start passes to kube-apiserver and kube-controller-manager (a flag
+	// given twice takes its last value), for example
+	// "--feature-gates=...". Default: none.
+	APIServerFlags, ControllerManagerFlags []string
 
 	// StartTimeout bounds the whole start, until the API server is ready
 	// and the controller manager has made the default ServiceAccount.
@@ -110,7 +121,15 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if timeout <= 0 {
 		timeout = time.Minute
 	}
-	deadline := time.Now().Add(timeout)
+	t0 := time.Now()
+	deadline := t0.Add(timeout)
+	progress := opts.Progress
+	if progress == nil {
+		progress = io.Discard
+	}
+	ready := func(name string, since time.Time) {
+		fmt.Fprintf(progress, "controlplane: %s ready in %s\n", name, time.Since(since).Round(time.Millisecond))
+	}
 
 	ports, err := pickPorts([]namedPort{
 		{"kube-apiserver", opts.APIServerPort},
@@ -164,6 +183,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	c.rest = restConfig("https://"+c.Server, c.CA, c.Token)
 
 	// etcd
+	tEtcd := time.Now()
 	etcdURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(etcdPort))
 	peerURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(peerPort))
 	etcd, err := c.start(ctx, Etcd, bins.Etcd, []string{
@@ -187,9 +207,11 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}); err != nil {
 		return c, err
 	}
+	ready(Etcd, tEtcd)
 
 	// kube-apiserver
-	apiserver, err := c.start(ctx, KubeAPIServer, bins.KubeAPIServer, []string{
+	tAPI := time.Now()
+	apiserver, err := c.start(ctx, KubeAPIServer, bins.KubeAPIServer, append([]string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		// Advertise loopback, which the default (lease) endpoint reconciler
@@ -209,7 +231,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--service-cluster-ip-range=" + serviceCIDR,
 		"--authorization-mode=RBAC",
 		"--profiling=false",
-	})
+	}, opts.APIServerFlags...))
 	if err != nil {
 		return c, err
 	}
@@ -224,8 +246,10 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}); err != nil {
 		return c, err
 	}
+	ready(KubeAPIServer, tAPI)
 
 	// kube-controller-manager
+	tKCM := time.Now()
 	controllers := BaseControllers()
 	if opts.Workloads {
 		controllers = append(controllers, WorkloadControllers()...)
@@ -247,6 +271,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--cluster-name=humus",
 		"--profiling=false",
 	}
+	c.kcmArgs = append(c.kcmArgs, opts.ControllerManagerFlags...)
 	c.kcmHealthz = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(kcmPort)) + "/healthz"
 	kcm, err := c.start(ctx, KubeControllerManager, c.kcmPath, c.kcmArgs)
 	if err != nil {
@@ -260,6 +285,8 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	}); err != nil {
 		return c, err
 	}
+	ready(KubeControllerManager, tKCM)
+	fmt.Fprintf(progress, "controlplane: %s ready at https://%s in %s\n", Version, c.Server, time.Since(t0).Round(time.Millisecond))
 	return c, nil
 }
 
