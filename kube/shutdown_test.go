@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -119,4 +120,26 @@ func TestServeEndsWithAnErrorNamingAResourceThatIsNotServed(t *testing.T) {
 		require.Contains(t, err.Error(), "kube: listing test.example.com/v1, Resource=widgets")
 		require.True(t, apierrors.IsNotFound(err))
 	})
+}
+
+// TestControllerIsAHumusService runs the controller in real time under
+// humustest.TestService, whose leak check covers the goroutines synctest
+// can't see leave: none of the informers', the queue's or the election's
+// outlives Serve.
+func TestControllerIsAHumusService(t *testing.T) {
+	f := newFakeCluster(t, newWidget("w1", 1))
+	reconciled := make(chan struct{}, 1)
+	c := newWidgetController(t, f, humustest.NewTelemetry(t).Telemetry, testSettings(),
+		ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+			select {
+			case reconciled <- struct{}{}:
+			default:
+			}
+			return Result[widgetStatus]{Status: &widgetStatus{Seen: w.Spec.Size}}, nil
+		}))
+	var svc humus.Service = c
+	served := humustest.TestService(t, svc)
+	<-reconciled
+	served.Stop()
+	require.Empty(t, holder(f.lease(t)))
 }
