@@ -223,6 +223,7 @@ func versionLDFlags(now time.Time) string {
 	}
 	vars := []struct{ name, value string }{
 		{"gitVersion", Version},
+		{"gitCommit", ""}, // unknown from a module; the source says "$Format:%H$"
 		{"gitMajor", major},
 		{"gitMinor", minor},
 		{"gitTreeState", "clean"},

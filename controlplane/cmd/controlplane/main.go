@@ -60,7 +60,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		if err := fs.Parse(args[1:]); err != nil {
 			return 2
 		}
-		opts := controlplane.Options{BinDir: *binDir, Workloads: *workloads}
+		opts := controlplane.Options{BinDir: *binDir, Workloads: *workloads, Progress: stderr}
 		if *controllers != "" {
 			opts.ExtraControllers = strings.Split(*controllers, ",")
 		}
