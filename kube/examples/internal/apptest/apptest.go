@@ -132,8 +132,10 @@ var resources = map[schema.GroupKind]string{
 // CRDGVR is the resource of CustomResourceDefinitions.
 var CRDGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
-// InstallCRD applies the CRD in the YAML file path, named name, and waits
-// until the API server has established it.
+// InstallCRD applies the CRD in the YAML file path, named name, waits
+// until the API server has established it, and then restarts a started
+// cluster's kube-controller-manager, so its garbage collector watches the
+// new resource at once rather than at its next discovery, up to 30s later.
 func (e Env) InstallCRD(t testing.TB, path, name string) {
 	t.Helper()
 	e.Apply(t, path)
@@ -151,6 +153,7 @@ func (e Env) InstallCRD(t testing.TB, path, name string) {
 		}
 		return false, nil
 	})
+	require.NoError(t, e.Cluster.RestartControllerManager(context.Background()))
 }
 
 // Pod returns the Host of a pod whose service account is sa in namespace:

@@ -239,9 +239,10 @@ func testLifecycle(t *testing.T, e apptest.Env, ns string, tel *humustest.Teleme
 	})
 
 	t.Run("TheGarbageCollectorRemovesTheDeployment", func(t *testing.T) {
-		// The garbage collector discovers a new resource, such as
-		// memcacheds, within 30s, and only then sees its objects deleted.
-		apptest.Eventually(t, 2*time.Minute, "the Deployment to be collected", func(ctx context.Context) (bool, error) {
+		// On a cluster whose kube-controller-manager started before the
+		// CRD, the garbage collector discovers memcacheds up to 30s later,
+		// and only then sees its objects deleted.
+		apptest.Eventually(t, time.Minute, "the Deployment to be collected", func(ctx context.Context) (bool, error) {
 			_, err := deployments.Get(ctx, "cache", metav1.GetOptions{})
 			return apierrors.IsNotFound(err), apptest.IgnoreNotFound(err)
 		})
