@@ -199,7 +199,7 @@ func Build(ctx context.Context, opts BuildOptions) (Binaries, error) {
 		if checkExecutable(out) == nil {
 			continue
 		}
-		fmt.Fprintf(progress, "controlplane: building %s %s (from %s)\n", b.name, Version, b.pkg)
+		fmt.Fprintf(progress, "controlplane: building %s for Kubernetes %s (from %s)\n", b.name, Version, b.pkg)
 		t0 := time.Now()
 		if err := goBuild(ctx, goPath, srcDir, b.pkg, out, ldflags); err != nil {
 			return Binaries{}, err

@@ -327,3 +327,18 @@ func BenchmarkStart(b *testing.B) {
 	b.ReportMetric(stops.Seconds()/float64(n), "s-to-stop/op")
 	fmt.Fprintf(os.Stderr, "start-to-ready %.2fs, stop %.2fs (mean of %d)\n", starts.Seconds()/float64(n), stops.Seconds()/float64(n), n)
 }
+
+// BenchmarkBuild measures Build into an empty bin directory. It rebuilds all
+// three binaries, so it runs only with HUMUS_BENCH_BUILD=1; with the Go build
+// cache warm it measures linking, and with GOCACHE set to an empty directory
+// a cold build (minutes). Run with -benchtime=1x.
+func BenchmarkBuild(b *testing.B) {
+	if os.Getenv("HUMUS_BENCH_BUILD") != "1" {
+		b.Skip("set HUMUS_BENCH_BUILD=1 to rebuild the binaries")
+	}
+	for b.Loop() {
+		if _, err := controlplane.Build(context.Background(), controlplane.BuildOptions{BinDir: b.TempDir(), Progress: os.Stderr}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
