@@ -46,7 +46,8 @@ func WithOptions(opts controlplane.Options) Option {
 // and nothing is stopped at the end. Otherwise it builds the binaries if
 // they are not cached (controlplane.Build, progress through t.Log; a cold
 // build takes minutes), starts a control plane (controlplane.Start) and
-// registers its Stop with t.Cleanup. Any error fails the test at once
+// registers its Stop with t.Cleanup; the time each process took to be ready
+// is logged. Any error fails the test at once
 // (t.Fatal).
 func Start(t testing.TB, opts ...Option) *controlplane.Cluster {
 	t.Helper()
@@ -60,6 +61,9 @@ func Start(t testing.TB, opts ...Option) *controlplane.Cluster {
 	var o controlplane.Options
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.Progress == nil {
+		o.Progress = logWriter{t}
 	}
 	ctx := context.Background()
 	if _, err := controlplane.Build(ctx, controlplane.BuildOptions{BinDir: o.BinDir, Progress: logWriter{t}}); err != nil {
