@@ -87,6 +87,8 @@ type Controller struct {
 	done    chan struct{}      // closed when Serve returns
 }
 
+var _ humus.Service = (*Controller)(nil)
+
 // clients are the client-go clients a Controller uses. NewController builds
 // them from the Client's Config; the package's tests set client-go's fakes
 // through newController, the unexported seam.

@@ -1,0 +1,43 @@
+package kube
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+)
+
+func TestOwnerKeyNamesTheControllingOwnerOfTheControllersKind(t *testing.T) {
+	widgetsController := &Controller{group: "test.example.com", kind: "Widget", scope: Namespaced}
+	namespacesController := &Controller{group: "", kind: "Namespace", scope: Cluster}
+	owned := func(refs ...metav1.OwnerReference) *metav1.PartialObjectMetadata {
+		return &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "child", Namespace: "team-a", OwnerReferences: refs}}
+	}
+	ref := func(apiVersion, kind, name string, controller bool) metav1.OwnerReference {
+		return metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: name, UID: "uid", Controller: ptr.To(controller)}
+	}
+	for _, tc := range []struct {
+		name string
+		c    *Controller
+		obj  any
+		want string // "" for none
+	}{
+		{"controlled by a Widget", widgetsController, owned(ref("test.example.com/v1", "Widget", "w1", true)), "team-a/w1"},
+		{"controlled by a Widget of another version", widgetsController, owned(ref("test.example.com/v2", "Widget", "w1", true)), "team-a/w1"},
+		{"owned, not controlled", widgetsController, owned(ref("test.example.com/v1", "Widget", "w1", false)), ""},
+		{"controlled by another group's Widget", widgetsController, owned(ref("other.example.com/v1", "Widget", "w1", true)), ""},
+		{"controlled by another kind", widgetsController, owned(ref("test.example.com/v1", "Gadget", "w1", true)), ""},
+		{"no owner", widgetsController, owned(), ""},
+		{"a tombstone", widgetsController, cache.DeletedFinalStateUnknown{Key: "team-a/child", Obj: owned(ref("test.example.com/v1", "Widget", "w1", true))}, "team-a/w1"},
+		{"not an object", widgetsController, "team-a/child", ""},
+		{"a cluster-scoped owner", namespacesController, owned(ref("v1", "Namespace", "team-a", true)), "team-a"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			key, ok := tc.c.ownerKey(tc.obj)
+			require.Equal(t, tc.want != "", ok)
+			require.Equal(t, tc.want, key)
+		})
+	}
+}
