@@ -138,7 +138,16 @@ func (d *demo) run(ctx context.Context, kubeconfig string) (err error) {
 	if err := d.deleteMemcached(ctx, memcacheds); err != nil {
 		return err
 	}
-	return d.terminate(ctx, a)
+	if err := d.terminate(ctx, a); err != nil {
+		return err
+	}
+	if !d.local {
+		d.title("Left in the cluster")
+		d.say("the CRD and the namespace; to remove them:")
+		d.say("kubectl delete namespace %s", d.namespace)
+		d.say("kubectl delete crd memcacheds.cache.example.com")
+	}
+	return nil
 }
 
 // startCluster builds and starts the local control plane, or connects to
