@@ -99,6 +99,11 @@ func TestControlPlane(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("restarted kube-controller-manager in %s", time.Since(restart).Round(time.Millisecond))
+	select {
+	case <-c.Done():
+		t.Fatalf("the restart was reported as a crash: %v", c.Err())
+	default:
+	}
 
 	t.Run("CRDIsAcceptedAndItsMinimumEnforced", func(t *testing.T) {
 		_, err := createWidget(ctx, dyn, widgets, namespace, "too-small", 0)
