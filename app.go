@@ -2,6 +2,7 @@ package humus
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -26,7 +27,8 @@ const DefaultGracePeriod = 20 * time.Second
 // the forced Services to return. Past it, Run gives up on them and returns 1.
 const ForcedStopWait = time.Second
 
-// An Option changes how Run and Main run an App.
+// An Option changes how Run and Main run an App. A nil Option changes
+// nothing.
 type Option func(*options)
 
 type options struct {
@@ -63,7 +65,8 @@ func WithGracePeriod(d time.Duration) Option {
 // cancels the Services' contexts, so that whatever routes work to the
 // process (such as a Kubernetes Service's endpoints) can stop doing so
 // first. The default is 0, no wait; a negative value is taken as 0. A
-// Service failing during the drain ends it at once.
+// Service failing during the drain, or Run's context being done, ends it at
+// once.
 func WithDrain(d time.Duration) Option {
 	return func(o *options) { o.drain = max(d, 0) }
 }
@@ -90,7 +93,8 @@ func Main(init Init, opts ...Option) {
 //
 // Run returns 0 when the App stopped on a signal, on ctx or on its own, and
 // every Serve and Shutdown returned nil; it returns 1 when building the
-// Telemetry or init failed (and then no Service starts), or when any Serve or
+// Telemetry or init failed, init is nil, or init returned a nil Service (and
+// then no Service starts), or when any Serve or
 // Shutdown returned an error or panicked, or was still running ForcedStopWait
 // after the grace period ended, or when Telemetry's Shutdown failed. Every
 // error, and the signal that stopped the App, is written to host.Stderr, one
@@ -99,7 +103,9 @@ func Main(init Init, opts ...Option) {
 func Run(ctx context.Context, host Host, init Init, opts ...Option) int {
 	o := options{gracePeriod: DefaultGracePeriod}
 	for _, opt := range opts {
-		opt(&o)
+		if opt != nil { // a nil Option changes nothing
+			opt(&o)
+		}
 	}
 	stderr := host.Stderr
 	if stderr == nil {
@@ -143,9 +149,25 @@ func Run(ctx context.Context, host Host, init Init, opts ...Option) int {
 // run calls init and runs the Services; it returns the exit code before
 // Telemetry's Shutdown.
 func run(ctx context.Context, host Host, tel Telemetry, init Init, o options, signals <-chan os.Signal, report func(error)) int {
+	if init == nil {
+		report(errors.New("init: the Init function is nil"))
+		return 1
+	}
 	svcs, err := safeCall(func() ([]Service, error) { return init(ctx, &Setup{Host: host, Telemetry: tel}) })
 	if err != nil {
 		report(fmt.Errorf("init: %w", err))
+		return 1
+	}
+	var nils []error
+	for i, svc := range svcs {
+		if svc == nil {
+			nils = append(nils, fmt.Errorf("init: Service %d of %d is nil", i, len(svcs)))
+		}
+	}
+	if len(nils) > 0 {
+		for _, err := range nils {
+			report(err)
+		}
 		return 1
 	}
 
@@ -201,6 +223,8 @@ wait:
 		for running > 0 {
 			select {
 			case <-timer.C:
+				break drain
+			case <-ctx.Done():
 				break drain
 			case r := <-served:
 				onServed(r)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -288,4 +289,84 @@ func TestRunOnOSHostStopsOnAnInjectedSignal(t *testing.T) {
 	<-a.started
 	app.Signal(syscall.SIGTERM)
 	require.Equal(t, 0, app.Wait())
+}
+
+func TestRunWithANilOptionIgnoresIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newService("a", &events{})
+		close(a.force)
+		var code int
+		require.NotPanics(t, func() {
+			code = humus.Run(t.Context(), humustest.NewHost(t).Host, initWith(a), nil, humus.WithDrain(0), nil)
+		})
+		require.Equal(t, 0, code)
+	})
+}
+
+func TestRunWithANilInitExitsOneNamingIt(t *testing.T) {
+	host := humustest.NewHost(t)
+	require.Equal(t, 1, humus.Run(t.Context(), host.Host, nil))
+	require.Equal(t, "humus: init: the Init function is nil\n", host.StderrString())
+}
+
+func TestRunExitsOneAndStartsNothingWhenInitReturnsANilService(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newService("a", &events{})
+		host := humustest.NewHost(t)
+		code := humus.Run(t.Context(), host.Host, initWith(a, nil, a, nil))
+		require.Equal(t, 1, code)
+		require.Equal(t, "humus: init: Service 1 of 4 is nil\nhumus: init: Service 3 of 4 is nil\n", host.StderrString())
+		synctest.Wait()
+		select {
+		case <-a.started:
+			t.Fatal("a Service started beside a nil one")
+		default:
+		}
+	})
+}
+
+func TestRunTurnsAPanickingShutdownIntoExitOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		host := humustest.NewHost(t)
+		app := humustest.RunApp(t, host.Host, initWith(panickingShutdown{}))
+		synctest.Wait()
+		app.Signal(syscall.SIGTERM)
+		require.Equal(t, 1, app.Wait())
+		require.Contains(t, host.StderrString(), "shutdown: panic: shutdown boom")
+	})
+}
+
+type panickingShutdown struct{}
+
+func (panickingShutdown) Serve(ctx context.Context) error { <-ctx.Done(); return nil }
+func (panickingShutdown) Shutdown(context.Context) error  { panic("shutdown boom") }
+
+func TestRunEndsTheDrainWhenItsContextIsDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newService("a", &events{})
+		host := humustest.NewHost(t)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan int)
+		go func() { done <- humus.Run(ctx, host.Host, initWith(a), humus.WithDrain(time.Hour)) }()
+		<-a.started
+		host.Signal(syscall.SIGTERM)
+		synctest.Wait() // draining
+		start := time.Now()
+		cancel()
+		require.Equal(t, 0, <-done)
+		require.Zero(t, time.Since(start), "the drain ends when ctx is done")
+	})
+}
+
+func TestRunIgnoresASecondSignal(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := newService("a", &events{})
+		host := humustest.NewHost(t)
+		app := humustest.RunApp(t, host.Host, initWith(a), humus.WithDrain(time.Second))
+		<-a.started
+		host.Signal(syscall.SIGTERM)
+		host.Signal(syscall.SIGINT)
+		require.Equal(t, 0, app.Wait())
+		require.Equal(t, 1, strings.Count(host.StderrString(), "received"), host.StderrString())
+	})
 }
