@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
 	"net/http"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 
@@ -106,5 +108,95 @@ func TestProbesShutdownForcesARequestInFlightWhenItsContextEnds(t *testing.T) {
 		err := p.Shutdown(sctx)
 		require.ErrorIs(t, err, context.Canceled)
 		require.NoError(t, <-served)
+	})
+}
+
+func TestNewProbesServesTheLastOfTwoProbesOnOnePath(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := humustest.NewHost(t)
+		bad := health.MonitorFunc(func(context.Context) error { return errors.New("first") })
+		var p humus.Service
+		require.NotPanics(t, func() {
+			p = health.NewProbes(&humus.Setup{Host: h.Host}, ":8081", health.Readiness(bad), health.Readiness())
+		})
+		humustest.TestService(t, p)
+		synctest.Wait()
+		code, _ := get(t, h, "http://pod.test:8081/readyz")
+		require.Equal(t, http.StatusOK, code)
+	})
+}
+
+func TestNewProbesMistakesAreServesErrorNotPanics(t *testing.T) {
+	h := humustest.NewHost(t)
+	for name, tc := range map[string]struct {
+		new  func() humus.Service
+		want string
+	}{
+		"zero Probe": {
+			func() humus.Service {
+				return health.NewProbes(&humus.Setup{Host: h.Host}, ":8081", health.Readiness(), health.Probe{})
+			},
+			"health: NewProbes: probe 1 is a zero Probe: make it with Readiness or Liveness",
+		},
+		"nil Setup":  {func() humus.Service { return health.NewProbes(nil, ":8081") }, "health: NewProbes was given a nil Setup"},
+		"nil Listen": {func() humus.Service { return health.NewProbes(&humus.Setup{}, ":8081") }, "health: NewProbes: s.Host.Listen is nil"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var p humus.Service
+			require.NotPanics(t, func() { p = tc.new() })
+			var err error
+			require.NotPanics(t, func() { err = p.Serve(t.Context()) })
+			require.EqualError(t, err, tc.want)
+			require.NoError(t, p.Shutdown(t.Context()))
+		})
+	}
+}
+
+func TestANilOrPanickingMonitorIsUnhealthy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := humustest.NewHost(t)
+		boom := health.MonitorFunc(func(context.Context) error { panic("boom") })
+		humustest.TestService(t, health.NewProbes(&humus.Setup{Host: h.Host}, ":8081", health.Liveness(nil, boom)))
+		synctest.Wait()
+		code, body := get(t, h, "http://pod.test:8081/livez")
+		require.Equal(t, http.StatusServiceUnavailable, code)
+		require.Equal(t, "health: monitor 0 of /livez is nil\nhealth: monitor health.MonitorFunc panicked: boom\n", body)
+		require.Empty(t, h.StderrString())
+	})
+}
+
+// flakyListener's first Accept fails with a temporary error, which
+// net/http's server logs and retries.
+type flakyListener struct {
+	net.Listener
+	failed atomic.Bool
+}
+
+type temporary struct{}
+
+func (temporary) Error() string   { return "flaky accept" }
+func (temporary) Timeout() bool   { return false }
+func (temporary) Temporary() bool { return true }
+
+func (l *flakyListener) Accept() (net.Conn, error) {
+	if !l.failed.Swap(true) {
+		return nil, temporary{}
+	}
+	return l.Listener.Accept()
+}
+
+func TestProbesLogToTheHostsStderr(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := humustest.NewHost(t)
+		host := h.Host
+		host.Listen = func(ctx context.Context, network, addr string) (net.Listener, error) {
+			ln, err := h.Listen(ctx, network, addr)
+			return &flakyListener{Listener: ln}, err
+		}
+		humustest.TestService(t, health.NewProbes(&humus.Setup{Host: host}, ":8081", health.Readiness()))
+		synctest.Wait()
+		code, _ := get(t, h, "http://pod.test:8081/readyz")
+		require.Equal(t, http.StatusOK, code)
+		require.Contains(t, h.StderrString(), "health: probes: http: Accept error: flaky accept; retrying")
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"sync"
 	"time"
@@ -34,15 +35,28 @@ func Liveness(ms ...Monitor) Probe { return Probe{path: "/livez", monitors: ms} 
 func (p Probe) Path() string { return p.path }
 
 // Healthy returns nil when every one of p's Monitors is healthy, and
-// otherwise every unhealthy Monitor's error, joined.
+// otherwise every unhealthy Monitor's error, joined. A nil Monitor, and one
+// whose Healthy panics, is unhealthy, with an error saying so.
 func (p Probe) Healthy(ctx context.Context) error {
 	var errs []error
-	for _, m := range p.monitors {
-		if err := m.Healthy(ctx); err != nil {
+	for i, m := range p.monitors {
+		if m == nil {
+			errs = append(errs, fmt.Errorf("health: monitor %d of %s is nil", i, p.path))
+		} else if err := healthy(ctx, m); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// healthy is m.Healthy(ctx), with a panic turned into an error.
+func healthy(ctx context.Context, m Monitor) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("health: monitor %T panicked: %v", m, r)
+		}
+	}()
+	return m.Healthy(ctx)
 }
 
 // ServeHTTP answers 200 with "ok" when p is healthy, and 503 with the
@@ -65,22 +79,47 @@ const readHeaderTimeout = 5 * time.Second
 // NewProbes returns a Service that serves probes over HTTP at addr
 // ("host:port", as net.Listen takes; ":8081" listens on every interface),
 // each at its Path, and 404 elsewhere. It listens with s.Host.Listen when
-// Serve is called; a failure to listen is Serve's error. When two probes
-// share a path, the last one is served.
+// Serve is called; a failure to listen is Serve's error, as are a nil s, a
+// nil s.Host.Listen and a zero Probe (one made neither by Readiness nor by
+// Liveness). When two probes share a path, the last one is served. What the
+// HTTP server logs, such as a failed Accept, goes to s.Host.Stderr.
 //
 // Serve stops accepting requests once its context is done, lets the requests
 // in flight finish, and returns nil. Shutdown waits for that; if its context
 // is done first, it closes every connection, waits for Serve to return, and
 // returns an error wrapping the context's error.
 func NewProbes(s *humus.Setup, addr string, probes ...Probe) humus.Service {
+	var errs []error
+	var host humus.Host
+	switch {
+	case s == nil:
+		errs = append(errs, errors.New("health: NewProbes was given a nil Setup"))
+	case s.Host.Listen == nil:
+		errs = append(errs, errors.New("health: NewProbes: s.Host.Listen is nil"))
+	default:
+		host = s.Host
+	}
+	byPath := make(map[string]Probe, len(probes))
+	var paths []string
+	for i, p := range probes {
+		if p.path == "" {
+			errs = append(errs, fmt.Errorf("health: NewProbes: probe %d is a zero Probe: make it with Readiness or Liveness", i))
+			continue
+		}
+		if _, ok := byPath[p.path]; !ok {
+			paths = append(paths, p.path)
+		}
+		byPath[p.path] = p
+	}
 	mux := http.NewServeMux()
-	for _, p := range probes {
-		mux.Handle(p.path, p)
+	for _, path := range paths {
+		mux.Handle(path, byPath[path])
 	}
 	forceCtx, force := context.WithCancel(context.Background())
 	return &probeServer{
-		host:     s.Host,
+		host:     host,
 		addr:     addr,
+		err:      errors.Join(errs...),
 		handler:  mux,
 		forceCtx: forceCtx,
 		force:    force,
@@ -91,6 +130,7 @@ func NewProbes(s *humus.Setup, addr string, probes ...Probe) humus.Service {
 type probeServer struct {
 	host     humus.Host
 	addr     string
+	err      error // a mistake in NewProbes' arguments, which Serve returns
 	handler  http.Handler
 	forceCtx context.Context
 	force    context.CancelFunc
@@ -109,12 +149,25 @@ func (p *probeServer) Serve(ctx context.Context) error {
 	p.started = true
 	p.mu.Unlock()
 	defer close(p.done)
+	if p.err != nil {
+		return p.err
+	}
 
 	ln, err := p.host.Listen(ctx, "tcp", p.addr)
 	if err != nil {
 		return fmt.Errorf("health: listening for probes: %w", err)
 	}
-	srv := &http.Server{Handler: p.handler, ReadHeaderTimeout: readHeaderTimeout}
+	stderr := p.host.Stderr
+	if stderr == nil {
+		stderr = io.Discard
+	}
+	srv := &http.Server{
+		Handler:           p.handler,
+		ReadHeaderTimeout: readHeaderTimeout,
+		// Not the log package's default logger, which writes to the real
+		// stderr rather than the Host's.
+		ErrorLog: log.New(stderr, "health: probes: ", 0),
+	}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
 	select {
