@@ -302,3 +302,23 @@ func TestWorkersNeverReconcileOneKeyTwiceAtOnce(t *testing.T) {
 		require.NoError(t, s.stop(t))
 	})
 }
+
+func TestSettingsNamespaceLimitsTheController(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		elsewhere := newWidget("w2", 2)
+		elsewhere.SetNamespace("team-a")
+		f := newFakeCluster(t, newWidget("w1", 1), elsewhere)
+		settings := testSettings()
+		settings.Namespace = "team-a"
+		var seen counter
+		c := newWidgetController(t, f, humus.Telemetry{}, settings,
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				seen.add(w.Namespace + "/" + w.Name)
+				return Result[widgetStatus]{}, nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		require.Equal(t, map[string]int{"team-a/w2": 1}, seen.get())
+		require.NoError(t, s.stop(t))
+	})
+}
