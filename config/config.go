@@ -67,7 +67,13 @@ func Struct[T any](build func(r *Resolver) T) Reader[T] {
 // If any value it asked the Resolver for was missing or malformed, or its
 // source failed, Read returns the zero T and one error naming every such
 // value (errors.Join), each starting with "config: " and the source's name.
+// A Reader whose build function is nil, such as the zero Reader, returns an
+// error saying so.
 func (rd Reader[T]) Read(ctx context.Context) (T, error) {
+	if rd.build == nil {
+		var zero T
+		return zero, errors.New("config: Read: the function given to Struct is nil")
+	}
 	r := &Resolver{ctx: ctx}
 	v := rd.build(r)
 	if err := errors.Join(r.errs...); err != nil {
@@ -86,8 +92,13 @@ type Resolver struct {
 	errs []error
 }
 
-// lookup returns src's value when it is set and not empty.
+// lookup returns src's value when it is set and not empty. A nil src is an
+// error.
 func (r *Resolver) lookup(src Source) (string, bool) {
+	if src == nil {
+		r.errs = append(r.errs, errors.New("config: a getter was given a nil Source"))
+		return "", false
+	}
 	v, ok, err := src.Lookup(r.ctx)
 	if err != nil {
 		r.errs = append(r.errs, fmt.Errorf("config: %s: %w", src, err))
@@ -97,6 +108,9 @@ func (r *Resolver) lookup(src Source) (string, bool) {
 }
 
 func (r *Resolver) missing(src Source) {
+	if src == nil {
+		return // lookup reported it
+	}
 	r.errs = append(r.errs, fmt.Errorf("config: %s is required but not set", src))
 }
 
@@ -141,6 +155,10 @@ func (r *Resolver) IntOr(src Source, def int) int {
 
 func (r *Resolver) parseInt(src Source, v string, def int) int {
 	n, err := strconv.Atoi(v)
+	if errors.Is(err, strconv.ErrRange) {
+		r.errs = append(r.errs, fmt.Errorf("config: %s: %q is out of the range of an int", src, v))
+		return def
+	}
 	if err != nil {
 		r.errs = append(r.errs, fmt.Errorf("config: %s: %q is not an integer", src, v))
 		return def

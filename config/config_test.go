@@ -83,3 +83,37 @@ func TestReadReportsASourceThatFails(t *testing.T) {
 	}).Read(t.Context())
 	require.EqualError(t, err, "config: secret db-password: vault sealed")
 }
+
+func TestReadOfANilBuildFunctionIsAnError(t *testing.T) {
+	var v int
+	var err error
+	require.NotPanics(t, func() { v, err = config.Struct[int](nil).Read(t.Context()) })
+	require.EqualError(t, err, "config: Read: the function given to Struct is nil")
+	require.Zero(t, v)
+	_, err = config.Reader[int]{}.Read(t.Context())
+	require.Error(t, err)
+}
+
+func TestANilSourceIsAnError(t *testing.T) {
+	var err error
+	require.NotPanics(t, func() {
+		_, err = config.Struct(func(r *config.Resolver) int { return r.Int(nil) + r.IntOr(nil, 1) }).Read(t.Context())
+	})
+	require.EqualError(t, err, "config: a getter was given a nil Source\nconfig: a getter was given a nil Source")
+}
+
+func TestOddValuesAreNamedClearly(t *testing.T) {
+	h := humustest.NewHost(t)
+	h.SetEnv("HUGE", "99999999999999999999")
+	h.SetEnv("SPACED", " 5 ")
+	h.SetEnv("NEGATIVE", "-5s")
+	env := func(name string) config.Source { return config.Env(h.Host, name) }
+	var d time.Duration
+	_, err := config.Struct(func(r *config.Resolver) int {
+		d = r.Duration(env("NEGATIVE"))
+		return r.Int(env("HUGE")) + r.Int(env("SPACED"))
+	}).Read(t.Context())
+	require.EqualError(t, err, `config: environment variable HUGE: "99999999999999999999" is out of the range of an int`+"\n"+
+		`config: environment variable SPACED: " 5 " is not an integer`)
+	require.Equal(t, -5*time.Second, d, "a negative duration is read as it is, for the value's own check")
+}
