@@ -682,3 +682,77 @@ func BenchmarkClientsetList(b *testing.B) {
 		}
 	}
 }
+
+// blockingToken is a Connection.Token that ignores its context and returns
+// token only once release is closed.
+type blockingToken struct {
+	calls   atomic.Int32
+	called  chan struct{}
+	release chan struct{}
+	token   string
+}
+
+func newBlockingToken(token string) *blockingToken {
+	return &blockingToken{called: make(chan struct{}, 10), release: make(chan struct{}), token: token}
+}
+
+func (b *blockingToken) Token(context.Context) (string, error) {
+	b.calls.Add(1)
+	b.called <- struct{}{}
+	<-b.release
+	return b.token, nil
+}
+
+func (f *clientFixture) listCtx(ctx context.Context) error {
+	_, err := f.kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
+	return err
+}
+
+func TestARequestWaitsForABlockedFirstTokenNoLongerThanItsContext(t *testing.T) {
+	bt := newBlockingToken("late")
+	f := newClientFixture(t, Connection{Token: bt.Token})
+
+	ctx, cancel := context.WithCancel(t.Context())
+	go func() { <-bt.called; cancel() }()
+	err := f.listCtx(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorContains(t, err, "kube: waiting for Connection.Token")
+	require.Empty(t, f.server.arrived())
+
+	close(bt.release)
+	require.NoError(t, f.list(t))
+	require.EqualValues(t, 1, bt.calls.Load(), "the late call's token is kept")
+	require.Equal(t, "Bearer late", f.server.arrived()[0].Authorization)
+}
+
+func TestABlockedRefreshHoldsUpNoOtherRequest(t *testing.T) {
+	ts := newCountingToken("first")
+	f := newClientFixture(t, Connection{Token: ts.Token})
+	require.NoError(t, f.list(t))
+
+	bt := newBlockingToken("second")
+	ts.set(func() (string, error) { return bt.Token(t.Context()) })
+	f.clock.Advance(time.Minute)
+	ctx, cancel := context.WithCancel(t.Context())
+	refreshing := make(chan error, 1)
+	go func() { refreshing <- f.listCtx(ctx) }()
+	<-bt.called
+
+	for range 5 {
+		require.NoError(t, f.list(t), "requests go on with the last token during a refresh")
+	}
+	cancel()
+	require.ErrorIs(t, <-refreshing, context.Canceled)
+
+	close(bt.release)
+	// The refresh's goroutine holds the one call until Token has returned
+	// and its token is kept.
+	f.client.transport.tokens.call <- struct{}{}
+	<-f.client.transport.tokens.call
+	require.NoError(t, f.list(t))
+	require.Equal(t, "Bearer second", f.server.arrived()[6].Authorization, "the late refresh's token is kept")
+	require.EqualValues(t, 2, ts.calls.Load())
+	for _, a := range f.server.arrived()[:6] {
+		require.Equal(t, "Bearer first", a.Authorization)
+	}
+}

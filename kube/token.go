@@ -29,7 +29,10 @@ const tokenPeriod = time.Minute
 // called again only a tokenPeriod after the last call, whether that call
 // succeeded or not, so a failing Token is called at most once a minute too.
 // A single call is in flight at a time: requests wait for it only while
-// there is no token yet, and otherwise go on with the last one.
+// there is no token yet, and otherwise go on with the last one. The request
+// that makes a call waits for it no longer than its own context, even when
+// Token ignores the context: the call goes on in a goroutine of its own
+// until Token returns, and what it returns is kept for later requests.
 type tokenSource struct {
 	fn     func(ctx context.Context) (string, error)
 	now    func() time.Time
@@ -77,17 +80,42 @@ func (s *tokenSource) Token(ctx context.Context) (string, error) {
 			return "", fmt.Errorf("kube: waiting for Connection.Token: %w", context.Cause(ctx))
 		}
 	}
-	defer func() { <-s.call }()
-
 	// Another request may have refreshed it while this one waited.
 	s.mu.Lock()
 	token, due = s.token, !s.now().Before(s.next)
 	s.mu.Unlock()
 	if !due {
+		<-s.call
 		return token, nil
 	}
 
-	fresh, err := s.callToken(ctx)
+	// The call runs in a goroutine of its own, which holds the call token
+	// until Token returns, so that this request waits no longer than its
+	// context even when Token ignores it; what a late call returns is still
+	// kept for the requests after.
+	type result struct {
+		token string
+		err   error
+	}
+	done := make(chan result, 1)
+	go func() {
+		defer func() { <-s.call }()
+		fresh, err := s.callToken(ctx)
+		token, err := s.record(ctx, fresh, err)
+		done <- result{token, err}
+	}()
+	select {
+	case r := <-done:
+		return r.token, r.err
+	case <-ctx.Done():
+		return "", fmt.Errorf("kube: waiting for Connection.Token: %w", context.Cause(ctx))
+	}
+}
+
+// record keeps what a call of Connection.Token returned, and returns the
+// token a request is to carry: the fresh one, or the last one when the call
+// failed, or the call's error when there is no last one.
+func (s *tokenSource) record(ctx context.Context, fresh string, err error) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err == nil {
