@@ -69,7 +69,9 @@ func TestDefaultDenyApp(t *testing.T) {
 	})
 
 	t.Run("RunsInAPodWithExactlyTheDeployRBAC", func(t *testing.T) {
-		for _, f := range []string{"namespace.yaml", "serviceaccount.yaml", "rbac.yaml"} {
+		// Every deploy file is accepted, with strict field validation; the
+		// Deployment's pods never run, with no kubelet.
+		for _, f := range []string{"namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "deployment.yaml"} {
 			e.Apply(t, "../deploy/"+f)
 		}
 		probes := apptest.FreeAddr(t)

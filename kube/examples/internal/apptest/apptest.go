@@ -121,8 +121,9 @@ func (e Env) Apply(t testing.TB, path string) {
 // resources names the resources of the kinds the deploy files hold.
 var resources = map[schema.GroupKind]string{
 	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}: "customresourcedefinitions",
-	{Kind: "Namespace"}:      "namespaces",
-	{Kind: "ServiceAccount"}: "serviceaccounts",
+	{Kind: "Namespace"}:                                              "namespaces",
+	{Kind: "ServiceAccount"}:                                         "serviceaccounts",
+	{Group: "apps", Kind: "Deployment"}:                              "deployments",
 	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:        "clusterroles",
 	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}: "clusterrolebindings",
 	{Group: "rbac.authorization.k8s.io", Kind: "Role"}:               "roles",

@@ -97,7 +97,9 @@ func TestMemcachedApp(t *testing.T) {
 	})
 
 	t.Run("RunsInAPodWithExactlyTheDeployRBAC", func(t *testing.T) {
-		for _, f := range []string{"namespace.yaml", "serviceaccount.yaml", "rbac.yaml"} {
+		// Every deploy file is accepted, with strict field validation; the
+		// Deployment's pods never run, with no kubelet.
+		for _, f := range []string{"namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "deployment.yaml"} {
 			e.Apply(t, "../deploy/"+f)
 		}
 		ns := e.Namespace(t, "rbac")
