@@ -70,8 +70,18 @@ func (c *Controller) hasFinalizer(u *unstructured.Unstructured) bool {
 // applyFinalizer adds the controller's finalizer to u, or with keep false
 // removes it, by server-side apply of u's metadata under the controller's
 // field manager. The field manager that set a finalizer is the only one
-// that owns it, so an apply without it removes it.
+// that owns it, so an apply without it removes it. Once ctx is done it
+// applies nothing.
 func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstructured, keep bool) error {
+	verb := "adding"
+	if !keep {
+		verb = "removing"
+	}
+	// A cancelled reconcile, on a lost Lease or at Shutdown's deadline,
+	// applies nothing: another replica may hold the Lease by now.
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("kube: not %s finalizer %q of %s: the reconcile was cancelled: %w", verb, c.finalizer, c.describe(u), err)
+	}
 	md := map[string]any{"name": u.GetName()}
 	if ns := u.GetNamespace(); ns != "" {
 		md["namespace"] = ns
@@ -87,10 +97,6 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstruc
 	_, err := c.clients.dynamic.Resource(c.gvr).Namespace(u.GetNamespace()).Apply(ctx, u.GetName(), apply,
 		metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true})
 	if err != nil {
-		verb := "adding"
-		if !keep {
-			verb = "removing"
-		}
 		return fmt.Errorf("kube: %s finalizer %q of %s: %w", verb, c.finalizer, c.describe(u), err)
 	}
 	return nil

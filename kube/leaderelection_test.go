@@ -120,3 +120,23 @@ func TestOnlyTheLeaseHolderReconcilesAndAStandbyTakesOver(t *testing.T) {
 		require.NoError(t, s2.stop(t))
 	})
 }
+
+func TestNothingIsAppliedAfterTheLeaseIsLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				<-ctx.Done()
+				// A Reconciler that reports what it saw even when cancelled.
+				return Result[widgetStatus]{Status: &widgetStatus{Message: "cancelled"}}, nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+
+		f.stealLease(t)
+		<-s.done
+		require.ErrorIs(t, s.err, ErrLostLeadership)
+		require.Empty(t, f.statusApplies(), "a replica that lost the Lease applies nothing")
+		require.NoError(t, c.Shutdown(context.Background()))
+	})
+}

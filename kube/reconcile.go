@@ -11,7 +11,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -165,18 +164,17 @@ func (t objectType[T]) handle(ctx context.Context, c *Controller, u *unstructure
 	return after, err
 }
 
-// decode decodes u into a new T with apimachinery's unstructured
-// converter, which honours json tags and json.Unmarshaler as encoding/json
-// does. The converter hands an interface field the cache's own value, so it
-// converts a deep copy: the decode is the Reconciler's copy. That is still
-// faster than a round trip through JSON (BenchmarkDecode). The converter's
-// error doesn't name the field, so an object that doesn't fit is decoded
-// again through JSON, whose error does.
+// decode decodes u into a new T through its JSON encoding, with
+// encoding/json, which honours json tags and json.Unmarshaler, and names
+// the field of an object that doesn't fit T. The decode is the
+// Reconciler's copy: nothing it shares is the cache's.
+//
+// apimachinery's unstructured converter is faster (BenchmarkDecode), but it
+// converts a number to a narrower field silently, so a size of 1<<40 in an
+// int32 would reach the Reconciler as 0, and -1 in a uint8 as 255. A
+// number that doesn't fit its field is an error here, retried like any
+// other.
 func decode[T any](u *unstructured.Unstructured, obj *T) error {
-	if runtime.DefaultUnstructuredConverter.FromUnstructured(runtime.DeepCopyJSON(u.Object), obj) == nil {
-		return nil
-	}
-	*obj = *new(T)
 	return decodeJSON(u, obj)
 }
 
@@ -198,7 +196,8 @@ func decodeJSON(u *unstructured.Unstructured, obj any) error {
 
 // applyStatus applies status to u's status subresource with server-side
 // apply, under the controller's field manager and forced, since the
-// controller owns the status whole, unless its JSON encoding is before's.
+// controller owns the status whole, unless its JSON encoding is before's,
+// or ctx is done.
 func (c *Controller) applyStatus(ctx context.Context, u *unstructured.Unstructured, before []byte, status any) error {
 	b, err := json.Marshal(status)
 	if err != nil {
@@ -206,6 +205,11 @@ func (c *Controller) applyStatus(ctx context.Context, u *unstructured.Unstructur
 	}
 	if bytes.Equal(before, b) {
 		return nil
+	}
+	// A cancelled reconcile, on a lost Lease or at Shutdown's deadline,
+	// applies nothing: another replica may hold the Lease by now.
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("kube: not applying the status of %s: the reconcile was cancelled: %w", c.describe(u), err)
 	}
 	var v any
 	if err := json.Unmarshal(b, &v); err != nil {

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -319,6 +320,51 @@ func TestSettingsNamespaceLimitsTheController(t *testing.T) {
 		s := serve(t, c)
 		synctest.Wait()
 		require.Equal(t, map[string]int{"team-a/w2": 1}, seen.get())
+		require.NoError(t, s.stop(t))
+	})
+}
+
+// narrowWidget is a Kind's type whose size is an int32, so a number the
+// cache holds can be too large for it.
+type narrowWidget struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+	Spec              struct {
+		Size  int32 `json:"size"`
+		Small uint8 `json:"small,omitempty"`
+	} `json:"spec"`
+}
+
+func TestNumberTooLargeForItsFieldIsAnErrorNotAWrappedValue(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		huge := newWidget("huge", 1<<40)
+		negative := newWidget("negative", 1)
+		negative.Object["spec"] = map[string]any{"size": int64(1), "small": int64(-1)}
+		f := newFakeCluster(t, huge, negative, newWidget("good", 2))
+		tel := humustest.NewTelemetry(t)
+		settings := testSettings()
+		settings.RetryBaseDelay = time.Hour
+		settings.RetryMaxDelay = time.Hour
+		var seen counter
+		c, err := newKindController(&humus.Setup{Telemetry: tel.Telemetry}, f.clients(), nil, settings,
+			Kind[narrowWidget]{GVR: widgetGVR, Kind: "Widget", Scope: Namespaced},
+			KindReconcilerFunc[narrowWidget](func(ctx context.Context, obj narrowWidget) (time.Duration, error) {
+				seen.add(obj.Name)
+				return 0, nil
+			}))
+		require.NoError(t, err)
+		s := serve(t, c)
+		synctest.Wait()
+
+		require.Equal(t, map[string]int{"good": 1}, seen.get(), "a number that doesn't fit its field is never handed over wrapped")
+		failed := recordsWithBody(tel, "reconcile failed")
+		require.Len(t, failed, 2)
+		var msgs []string
+		for _, rec := range failed {
+			msgs = append(msgs, attrs(rec)["error"])
+		}
+		require.Contains(t, strings.Join(msgs, "\n"), "Widget default/huge: field spec.size")
+		require.Contains(t, strings.Join(msgs, "\n"), "Widget default/negative: field spec.small")
 		require.NoError(t, s.stop(t))
 	})
 }

@@ -161,13 +161,15 @@ func (s Settings) check() error {
 		checkPositive("Settings.RetryMaxDelay", s.RetryMaxDelay),
 		checkNamespace("Settings.LeaderElection.Namespace", le.Namespace),
 		checkIdentity("Settings.LeaderElection.Identity", le.Identity),
+		checkPositive("Settings.LeaderElection.LeaseDuration", le.LeaseDuration),
+		checkPositive("Settings.LeaderElection.RenewDeadline", le.RenewDeadline),
 		checkPositive("Settings.LeaderElection.RetryPeriod", le.RetryPeriod),
 	}
 	if s.RetryBaseDelay > 0 && s.RetryMaxDelay > 0 && s.RetryMaxDelay < s.RetryBaseDelay {
 		errs = append(errs, fmt.Errorf("kube: Settings.RetryMaxDelay %v is less than Settings.RetryBaseDelay %v", s.RetryMaxDelay, s.RetryBaseDelay))
 	}
-	// client-go's NewLeaderElector rejects these, but only once Serve
-	// builds it; the spec checks them up front.
+	// client-go's NewLeaderElector rejects these, and durations under 1ns,
+	// but only once Serve builds it; the spec checks them up front.
 	if le.LeaseDuration <= le.RenewDeadline {
 		errs = append(errs, fmt.Errorf("kube: Settings.LeaderElection.LeaseDuration %v must be longer than RenewDeadline %v", le.LeaseDuration, le.RenewDeadline))
 	}

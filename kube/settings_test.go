@@ -192,3 +192,18 @@ func TestNewControllerFailsWhenAnInstrumentCannotBeCreated(t *testing.T) {
 	require.ErrorContains(t, err, "creating the instrument humus.kube.controller.queue.duration")
 	require.ErrorContains(t, err, "creating the instrument humus.kube.controller.reconcile.duration")
 }
+
+func TestNewControllerNamesNonPositiveLeaseDurations(t *testing.T) {
+	settings := testSettings()
+	settings.LeaderElection.LeaseDuration = 0
+	settings.LeaderElection.RenewDeadline = -time.Second
+	settings.LeaderElection.RetryPeriod = -time.Second
+	_, err := newController(&humus.Setup{}, clients{}, nil, settings, widgets(), noopReconciler())
+	for _, want := range []string{
+		"Settings.LeaderElection.LeaseDuration is 0s: it must be positive",
+		"Settings.LeaderElection.RenewDeadline is -1s: it must be positive",
+		"Settings.LeaderElection.RetryPeriod is -1s: it must be positive",
+	} {
+		require.ErrorContains(t, err, want)
+	}
+}

@@ -32,6 +32,12 @@ func (c *Controller) Shutdown(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 	}
+	// Serve may have returned as ctx ended: then nothing was cancelled.
+	select {
+	case <-c.done:
+		return nil
+	default:
+	}
 	c.forceStop()
 	<-c.done
 	return fmt.Errorf("kube: shutting down controller %s: the reconciles in flight were cancelled: %w", c.settings.Name, ctx.Err())

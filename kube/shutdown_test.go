@@ -143,3 +143,24 @@ func TestControllerIsAHumusService(t *testing.T) {
 	served.Stop()
 	require.Empty(t, holder(f.lease(t)))
 }
+
+func TestShutdownAfterServeReturnedIsNilEvenWithItsContextDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				return Result[widgetStatus]{}, nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		s.cancel()
+		<-s.done
+		require.NoError(t, s.err)
+
+		done, cancel := context.WithCancel(context.Background())
+		cancel()
+		for range 20 {
+			require.NoError(t, c.Shutdown(done), "Serve returned cleanly: nothing in flight was cancelled")
+		}
+	})
+}
