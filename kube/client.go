@@ -18,7 +18,7 @@ func newClient(server string, t *transport) *Client {
 	return &Client{
 		transport: t,
 		config: &rest.Config{
-			Host: "https://" + server,
+			Host: serverURL(server),
 			// Transport replaces client-go's own transports, so it may
 			// carry no TLS fields: transport.New refuses "a custom transport
 			// with TLS certificate options" (transport/transport.go).
@@ -37,7 +37,7 @@ func newClient(server string, t *transport) *Client {
 // clientset kubernetes.NewForConfig returns, dynamic.NewForConfig and
 // metadata.NewForConfig. They share the Client's transport: its dialler,
 // its credentials and its telemetry. Host is "https://" and the
-// Connection's Server, Transport is the Client's, QPS is -1 (no client-side
+// Connection's Server (an IPv6 zone escaped as %25), Transport is the Client's, QPS is -1 (no client-side
 // rate limit), and no TLS or credential field is set, since the transport
 // carries them. Each call returns a new copy, which the caller may change;
 // setting TLS fields on it makes client-go refuse it.

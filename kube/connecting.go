@@ -6,8 +6,11 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
+	"net/url"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/z5labs/humus"
 )
@@ -24,9 +27,9 @@ type Connection struct {
 
 	// TLS is the config the API server is dialled with: the cluster's CA in
 	// RootCAs, and a client certificate when the client authenticates with
-	// one. ServerName defaults to Server's host. The Client uses a clone,
-	// so the caller's config is never changed. It is required, and CheckTLS
-	// checks it.
+	// one. ServerName defaults to Server's host, without an IPv6 zone. The
+	// Client uses a clone, so the caller's config is never changed. It is
+	// required, and CheckTLS checks it.
 	TLS *tls.Config
 
 	// Token returns the bearer token every request carries, such as the
@@ -44,8 +47,9 @@ type Connection struct {
 }
 
 // CheckServer checks a Connection's Server: it is host:port, the host is
-// not empty (an IPv6 host is in brackets, as [::1]:6443), and the port is a
-// number from 1 to 65535. It returns nil when addr is valid, or an error
+// a DNS name or an IP address (an IPv6 host is in brackets, as [::1]:6443,
+// and may have a zone, as [fe80::1%eth0]:6443), and the port is a number
+// from 1 to 65535. It returns nil when addr is valid, or an error
 // naming Connection.Server and what is wrong with it.
 func CheckServer(addr string) error {
 	if addr == "" {
@@ -67,13 +71,59 @@ func CheckServer(addr string) error {
 		errs = append(errs, fmt.Errorf("kube: Connection.Server %q has no host", addr))
 	case strings.HasPrefix(addr, "[") && !strings.Contains(host, ":"):
 		errs = append(errs, fmt.Errorf("kube: Connection.Server %q: only an IPv6 host is written in brackets", addr))
-	case strings.ContainsAny(host, "/@?# \t\r\n"):
-		errs = append(errs, fmt.Errorf("kube: Connection.Server %q: host %q is not a host name or an IP address", addr, host))
+	case strings.HasPrefix(addr, "["):
+		if ip, err := netip.ParseAddr(host); err != nil || !ip.Is6() {
+			errs = append(errs, fmt.Errorf("kube: Connection.Server %q: host %q is not an IPv6 address", addr, host))
+		}
+	case !isHostName(host):
+		if _, err := netip.ParseAddr(host); err != nil {
+			errs = append(errs, fmt.Errorf("kube: Connection.Server %q: host %q is not a host name or an IP address", addr, host))
+		}
+	}
+	// The Client's rest.Config names the server by URL, which client-go
+	// parses: an address it can't carry, such as one with a zone of
+	// characters a URL can't hold, fails every client made from it.
+	if len(errs) == 0 {
+		if u, err := url.Parse(serverURL(addr)); err != nil || u.Host != addr {
+			errs = append(errs, fmt.Errorf("kube: Connection.Server %q: host %q is not a host name or an IP address", addr, host))
+		}
 	}
 	if n, err := strconv.ParseUint(port, 10, 64); err != nil || n < 1 || n > 65535 {
 		errs = append(errs, fmt.Errorf("kube: Connection.Server %q: port %q is not a number from 1 to 65535", addr, port))
 	}
 	return errors.Join(errs...)
+}
+
+// isHostName reports whether host is a DNS name: dot-separated labels of
+// 1 to 63 letters, digits, hyphens and underscores, 253 characters at most
+// without a final dot, not all of whose labels are numbers, which would be
+// a malformed IPv4 address.
+func isHostName(host string) bool {
+	name := strings.TrimSuffix(host, ".")
+	if name == "" || len(name) > 253 {
+		return false
+	}
+	numeric := true
+	for label := range strings.SplitSeq(name, ".") {
+		if label == "" || len(label) > 63 {
+			return false
+		}
+		for _, r := range label {
+			if !unicode.IsLetter(r) && !unicode.IsDigit(r) && r != '-' && r != '_' {
+				return false
+			}
+			if !unicode.IsDigit(r) {
+				numeric = false
+			}
+		}
+	}
+	return !numeric
+}
+
+// serverURL is the URL of the API server at addr, a checked
+// Connection.Server: an IPv6 zone, as in [fe80::1%eth0]:6443, is escaped.
+func serverURL(addr string) string {
+	return (&url.URL{Scheme: "https", Host: addr}).String()
 }
 
 // CheckTLS checks a Connection's TLS: it is not nil. An API server is only

@@ -756,3 +756,42 @@ func TestABlockedRefreshHoldsUpNoOtherRequest(t *testing.T) {
 		require.Equal(t, "Bearer first", a.Authorization)
 	}
 }
+
+func TestEveryServerCheckServerAcceptsMakesAUsableClient(t *testing.T) {
+	for _, server := range []string{
+		"10.96.0.1:443", "kubernetes.default.svc:443", "kubernetes.default.svc.:443", "[::1]:6443",
+		"[fd00::1%eth0]:1", "[::ffff:10.0.0.1]:443", "Example.COM:6443", "my_host:443", "héllo.example:443",
+	} {
+		require.NoError(t, CheckServer(server), server)
+		d := &recordingDialer{to: "127.0.0.1:1"}
+		client, err := NewClient(&humus.Setup{Host: humus.Host{Dial: d.Dial}}, Connection{Server: server, TLS: &tls.Config{}})
+		require.NoError(t, err, server)
+		kc, err := kubernetes.NewForConfig(client.Config())
+		require.NoError(t, err, server)
+		_, err = kc.CoreV1().Namespaces().List(t.Context(), metav1.ListOptions{})
+		require.ErrorContains(t, err, "through the Host", server)
+		require.NotEmpty(t, d.dialled(), server)
+		if !strings.Contains(server, "é") { // dialled by its ASCII name
+			require.Equal(t, server, d.dialled()[0], "the dialled address is Server")
+		}
+	}
+}
+
+func TestServerNameOfAnIPv6HostWithAZoneHasNoZone(t *testing.T) {
+	client, err := NewClient(&humus.Setup{Host: humus.Host{Dial: (&net.Dialer{}).DialContext}}, Connection{Server: "[fe80::1%eth0]:6443", TLS: &tls.Config{}})
+	require.NoError(t, err)
+	require.Equal(t, "fe80::1", client.transport.base.TLSClientConfig.ServerName)
+	require.Equal(t, "https://[fe80::1%25eth0]:6443", client.Config().Host)
+}
+
+func TestCheckServerRefusesAHostNoClientCanUse(t *testing.T) {
+	for _, server := range []string{
+		"host%x:443", "a|b:443", `a\b:443`, "a{b}:443", "a%20b:443", "exa\x00mple:443", "[::1%]:443",
+		"[fe80::1%e/t]:443", "a..b:443", "999.1.1.1:443", "1.2.3.4.5:443", `a"b:443`, "[1.2.3.4]:443",
+		strings.Repeat("a", 64) + ".com:443",
+	} {
+		err := CheckServer(server)
+		require.Error(t, err, server)
+		require.ErrorContains(t, err, "kube: Connection.Server", server)
+	}
+}

@@ -72,6 +72,8 @@ func newTransport(s *humus.Setup, c Connection) (*transport, error) {
 		if err != nil {
 			return nil, fmt.Errorf("kube: Connection.Server %q: %w", c.Server, err)
 		}
+		// A certificate can't name an IPv6 zone, so it isn't verified.
+		host, _, _ = strings.Cut(host, "%")
 		tlsConfig.ServerName = host
 	}
 
