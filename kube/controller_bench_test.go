@@ -12,6 +12,7 @@ import (
 	"github.com/z5labs/humus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 )
@@ -136,10 +137,10 @@ func BenchmarkReconcileOverhead(b *testing.B) {
 	b.ReportMetric(float64(cached), "JSON-B-cached")
 }
 
-// BenchmarkDecode compares the controller's decode, apimachinery's
-// DefaultUnstructuredConverter, with a decode through JSON, which the
-// controller falls back to only for the error of an object that doesn't
-// fit, since it names the field.
+// BenchmarkDecode compares the controller's decode, through JSON, with
+// apimachinery's DefaultUnstructuredConverter on a deep copy, which is
+// faster but converts a number to a narrower field silently, so the
+// controller doesn't use it.
 func BenchmarkDecode(b *testing.B) {
 	u := newBenchObject(b, 0)
 	_, _ = dropManagedFields(u)
@@ -152,11 +153,11 @@ func BenchmarkDecode(b *testing.B) {
 			}
 		}
 	})
-	b.Run("through JSON", func(b *testing.B) {
+	b.Run("unstructured converter", func(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var obj benchObject
-			if err := decodeJSON(u, &obj); err != nil {
+			if err := kruntime.DefaultUnstructuredConverter.FromUnstructured(kruntime.DeepCopyJSON(u.Object), &obj); err != nil {
 				b.Fatal(err)
 			}
 		}
