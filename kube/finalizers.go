@@ -82,10 +82,7 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstruc
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("kube: not %s finalizer %q of %s: the reconcile was cancelled: %w", verb, c.finalizer, c.describe(u), err)
 	}
-	md := map[string]any{"name": u.GetName()}
-	if ns := u.GetNamespace(); ns != "" {
-		md["namespace"] = ns
-	}
+	md := applyMetadata(u)
 	if keep {
 		md["finalizers"] = []any{c.finalizer}
 	}
@@ -100,4 +97,20 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstruc
 		return fmt.Errorf("kube: %s finalizer %q of %s: %w", verb, c.finalizer, c.describe(u), err)
 	}
 	return nil
+}
+
+// applyMetadata is the metadata of an apply to u: its name, its namespace,
+// and its uid. The uid makes the apply fail rather than create an object
+// deleted since the cache saw it (an apply to an object that doesn't exist
+// creates it), or change another object of the same name: the API
+// server's patch handler refuses "uid mismatch".
+func applyMetadata(u *unstructured.Unstructured) map[string]any {
+	md := map[string]any{"name": u.GetName()}
+	if ns := u.GetNamespace(); ns != "" {
+		md["namespace"] = ns
+	}
+	if uid := u.GetUID(); uid != "" {
+		md["uid"] = string(uid)
+	}
+	return md
 }

@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/z5labs/humus"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 )
 
 const widgetFinalizer = "test.example.com/cleanup"
@@ -171,6 +173,34 @@ func TestPanicInFinalizerIsRecoveredNotRetriedAndKeepsTheFinalizer(t *testing.T)
 		require.True(t, f.exists(widgetGVR, testNamespace, "bad"))
 		require.Equal(t, []string{widgetFinalizer}, f.get(t, widgetGVR, testNamespace, "bad").GetFinalizers(),
 			"the object keeps its finalizer until a fixed controller reconciles it")
+		require.NoError(t, s.stop(t))
+	})
+}
+
+func TestFinalizerApplyNeverRecreatesAnObjectDeletedInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		// The object is deleted after the cache saw it, and before the
+		// controller's apply of its finalizer reaches the server.
+		var once sync.Once
+		f.dynamic.PrependReactor("patch", "widgets", func(action clienttesting.Action) (bool, runtime.Object, error) {
+			once.Do(func() { _ = f.dynamic.Tracker().Delete(widgetGVR, testNamespace, "w1") })
+			return false, nil, nil
+		})
+		var reconciles counter
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				reconciles.add(w.Name)
+				return Result[widgetStatus]{}, nil
+			}),
+			Finalize(widgetFinalizer, func(ctx context.Context, w widget) error { return nil }))
+		s := serve(t, c)
+		synctest.Wait()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+
+		require.False(t, f.exists(widgetGVR, testNamespace, "w1"), "an apply names the object's uid, so it never creates a new one")
+		require.Empty(t, reconciles.get())
 		require.NoError(t, s.stop(t))
 	})
 }

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 
@@ -91,7 +92,9 @@ func testSettings() Settings {
 // take. The reactor does what server-side apply does for the controller's
 // one field manager: a status apply replaces the status, and a metadata
 // apply sets the finalizers it owns; an object being deleted whose last
-// finalizer is removed is deleted, as the API server does.
+// finalizer is removed is deleted, as the API server does. As the API
+// server's, a metadata apply to an object that doesn't exist creates it,
+// unless it names a uid; an apply naming another uid is refused.
 type fakeCluster struct {
 	dynamic  *dynamicfake.FakeDynamicClient
 	metadata *metadatafake.FakeMetadataClient
@@ -150,11 +153,26 @@ func (f *fakeCluster) apply(action clienttesting.Action) (bool, runtime.Object, 
 	f.mu.Unlock()
 
 	tracker := f.dynamic.Tracker()
+	uid, _, _ := unstructured.NestedString(body, "metadata", "uid")
 	obj, err := tracker.Get(gvr, ns, name)
-	if err != nil {
+	switch {
+	case apierrors.IsNotFound(err) && pa.GetSubresource() == "" && uid == "":
+		// An apply to an object that doesn't exist creates it, as the API
+		// server's does (a subresource's never does).
+		created := applied.DeepCopy()
+		created.SetUID(types.UID("created-by-apply"))
+		return true, created, tracker.Create(gvr, created, ns)
+	case apierrors.IsNotFound(err) && uid != "":
+		// The API server's patch handler: "uid mismatch: the provided
+		// object specified uid ..., and no existing object was found".
+		return true, nil, apierrors.NewConflict(gvr.GroupResource(), name, errors.New("uid mismatch: no existing object was found"))
+	case err != nil:
 		return true, nil, err
 	}
 	u := obj.(*unstructured.Unstructured).DeepCopy()
+	if uid != "" && types.UID(uid) != u.GetUID() {
+		return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: gvr.Group, Kind: u.GetKind()}, name, nil)
+	}
 	switch pa.GetSubresource() {
 	case "status":
 		u.Object["status"] = body["status"]

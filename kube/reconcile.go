@@ -215,10 +215,7 @@ func (c *Controller) applyStatus(ctx context.Context, u *unstructured.Unstructur
 	if err := json.Unmarshal(b, &v); err != nil {
 		return fmt.Errorf("kube: encoding the status of %s: %w", c.describe(u), err)
 	}
-	md := map[string]any{"name": u.GetName()}
-	if ns := u.GetNamespace(); ns != "" {
-		md["namespace"] = ns
-	}
+	md := applyMetadata(u)
 	apply := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": u.GetAPIVersion(),
 		"kind":       u.GetKind(),
