@@ -72,5 +72,10 @@ func (c *Controller) ownerKey(obj any) (string, bool) {
 	if c.scope == Cluster {
 		return ref.Name, true
 	}
+	// A namespaced owner is in its dependent's namespace; a cluster-scoped
+	// dependent can't have one, and the garbage collector ignores it.
+	if m.GetNamespace() == "" {
+		return "", false
+	}
 	return m.GetNamespace() + "/" + ref.Name, true
 }

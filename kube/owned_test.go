@@ -33,6 +33,9 @@ func TestOwnerKeyNamesTheControllingOwnerOfTheControllersKind(t *testing.T) {
 		{"a tombstone", widgetsController, cache.DeletedFinalStateUnknown{Key: "team-a/child", Obj: owned(ref("test.example.com/v1", "Widget", "w1", true))}, "team-a/w1"},
 		{"not an object", widgetsController, "team-a/child", ""},
 		{"a cluster-scoped owner", namespacesController, owned(ref("v1", "Namespace", "team-a", true)), "team-a"},
+		// Kubernetes' garbage collector reports such a reference as invalid:
+		// a cluster-scoped dependent can't have a namespaced owner.
+		{"a cluster-scoped child naming a namespaced owner", widgetsController, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "child", OwnerReferences: []metav1.OwnerReference{ref("test.example.com/v1", "Widget", "w1", true)}}}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			key, ok := tc.c.ownerKey(tc.obj)
