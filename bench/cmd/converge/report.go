@@ -153,8 +153,8 @@ func (rep *Report) print(out io.Writer) {
 			if r.Steady != nil {
 				fmt.Fprintf(out, "  %s after converging, until settled: %s\n", p, breakdown(r.SettleRequests))
 				note := ""
-				if r.Steady.Overlapped {
-					note = " (convergence ran past the resync: the window may have missed it)"
+				if !r.Steady.ResyncSeen {
+					note = " (no whole resync pass seen before the deadline)"
 				}
 				fmt.Fprintf(out, "  %s steady, %.0fs window, resync %.0fs: %s%s\n", p, r.Steady.WindowSeconds, r.Steady.ResyncSeconds, breakdown(r.Steady.Requests), note)
 			}

@@ -91,9 +91,10 @@ type Steady struct {
 	RequestTotal  float64  `json:"request_total"`
 	Writes        float64  `json:"writes"`
 	StatusWrites  float64  `json:"status_writes"`
-	// Overlapped is true when convergence and its settling ran past the
-	// first resync, so the window may have missed it.
-	Overlapped bool `json:"overlapped,omitempty"`
+	// ResyncSeen is true when the window saw a whole resync pass (an apply
+	// of every object's Deployment) and its end; false when it ended at its
+	// deadline first.
+	ResyncSeen bool `json:"resync_seen"`
 }
 
 // config is what every run shares.
@@ -248,24 +249,36 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 	r.SettleRequests = settled.sub(after)
 	r.SettleTotal, r.SettleWrites = r.SettleRequests.total(), r.SettleRequests.writes()
 	start := time.Now()
-	resyncAt := p.started.Add(resync)
-	st.Overlapped = start.After(resyncAt)
-	// controller-runtime jitters its SyncPeriod by up to 10%.
-	end := p.started.Add(resync + resync/10 + converged.Sub(p.started) + 5*time.Second)
-	if !end.After(start) {
-		end = start.Add(resync)
-	}
-	c.logf("%s N=%d W=%d: steady window of %.0fs", r.Peer, r.Objects, r.Workers, end.Sub(start).Seconds())
-	select {
-	case <-time.After(time.Until(end)):
-	case <-p.exited:
-		return fmt.Errorf("the peer exited in the steady window: %v; its log: %s", p.waitErr, p.logPath)
-	case <-ctx.Done():
-		return fmt.Errorf("steady window: %w", ctx.Err())
-	}
-	last, _, err := scrape(ctx, kc)
-	if err != nil {
-		return err
+	// The window ends once a whole pass has been seen (an apply of every
+	// object's Deployment, which both peers make on every reconcile) and
+	// the requests have settled again, or at the deadline. An informer's
+	// first resync can come as late as twice the period: controller-runtime
+	// adds its handler after the informer starts, so the first resync check
+	// finds it not yet due; and it jitters the period by up to 10%.
+	deadline := p.started.Add(2*resync + resync/5 + converged.Sub(p.started) + 10*time.Second)
+	c.logf("%s N=%d W=%d: steady window, until a resync pass is seen or %.0fs", r.Peer, r.Objects, r.Workers, time.Until(deadline).Seconds())
+	last := settled
+	quietSince := time.Now()
+	for time.Now().Before(deadline) {
+		select {
+		case <-time.After(time.Second):
+		case <-p.exited:
+			return fmt.Errorf("the peer exited in the steady window: %v; its log: %s", p.waitErr, p.logPath)
+		case <-ctx.Done():
+			return fmt.Errorf("steady window: %w", ctx.Err())
+		}
+		cur, _, err := scrape(ctx, kc)
+		if err != nil {
+			return err
+		}
+		if changed(cur.sub(last)) {
+			quietSince = time.Now()
+		}
+		last = cur
+		if cur.sub(settled)["APPLY deployments"] >= float64(r.Objects) && time.Since(quietSince) >= c.settle {
+			st.ResyncSeen = true
+			break
+		}
 	}
 	st.WindowSeconds = time.Since(start).Seconds()
 	st.Requests = last.sub(settled)
