@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 )
@@ -201,6 +203,71 @@ func TestFinalizerApplyNeverRecreatesAnObjectDeletedInFlight(t *testing.T) {
 
 		require.False(t, f.exists(widgetGVR, testNamespace, "w1"), "an apply names the object's uid, so it never creates a new one")
 		require.Empty(t, reconciles.get())
+		require.NoError(t, s.stop(t))
+	})
+}
+
+func TestFinalizerFailingForeverStopsOnceTheObjectIsForceRemoved(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWidget("w1", 1)
+		w.SetFinalizers([]string{widgetFinalizer, "other.example.com/keep"})
+		f := newFakeCluster(t, w)
+		f.markDeleted(t, widgetGVR, testNamespace, "w1")
+		tel := humustest.NewTelemetry(t)
+		settings := testSettings()
+		settings.RetryBaseDelay = time.Second
+		settings.RetryMaxDelay = time.Second
+		var finalizes atomic.Int32
+		c := newWidgetController(t, f, tel.Telemetry, settings,
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				t.Error("a deleting object is not reconciled")
+				return Result[widgetStatus]{}, nil
+			}),
+			Finalize(widgetFinalizer, func(ctx context.Context, w widget) error {
+				finalizes.Add(1)
+				return errors.New("the cloud is down")
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		require.GreaterOrEqual(t, finalizes.Load(), int32(5), "retried every RetryMaxDelay")
+
+		// Someone removes every finalizer by hand, and the deletion completes.
+		require.NoError(t, f.dynamic.Tracker().Delete(widgetGVR, testNamespace, "w1"))
+		synctest.Wait()
+		calls, warns := finalizes.Load(), len(recordsWithBody(tel, "reconcile failed"))
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.Equal(t, calls, finalizes.Load(), "a gone object is never finalized again")
+		require.Len(t, recordsWithBody(tel, "reconcile failed"), warns, "nor recorded as failing")
+		require.Empty(t, f.metadataApplies(), "f never succeeded, so the finalizer was never removed by the controller")
+		require.False(t, f.exists(widgetGVR, testNamespace, "w1"), "nor was the object recreated")
+		require.NoError(t, s.stop(t))
+	})
+}
+
+func TestDeletingObjectWithOnlyAnotherControllersFinalizerIsLeftAlone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWidget("w1", 1)
+		w.SetFinalizers([]string{"other.example.com/keep"})
+		f := newFakeCluster(t, w)
+		f.markDeleted(t, widgetGVR, testNamespace, "w1")
+		var finalizes atomic.Int32
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				t.Error("a deleting object is not reconciled")
+				return Result[widgetStatus]{}, nil
+			}),
+			Finalize(widgetFinalizer, func(ctx context.Context, w widget) error {
+				finalizes.Add(1)
+				return nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		require.Zero(t, finalizes.Load(), "f runs only for an object that carries this controller's finalizer")
+		require.Empty(t, f.applies, "the controller's finalizer is not added to an object being deleted")
+		require.Equal(t, []string{"other.example.com/keep"}, f.get(t, widgetGVR, testNamespace, "w1").GetFinalizers())
 		require.NoError(t, s.stop(t))
 	})
 }
