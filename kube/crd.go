@@ -42,11 +42,13 @@ import (
 // A struct's properties are named by their json tags, and follow
 // encoding/json's rules: a field tagged "-" or unexported is left out, an
 // embedded struct's fields are inlined, the shallowest field of a name wins,
-// and a field tagged ",string" is a string. A field is required unless its
+// and a field tagged ",string" is a string, whose Default and Enum values
+// are encoded as strings too. A field is required unless its
 // tag has omitempty or omitzero, it has a Default, or it is promoted
 // through an embedded pointer. A field of a pointer, slice or map, which
 // encoding/json writes as null when it is nil, is nullable unless it is
-// omitempty, omitzero or has a Default: the API server drops a null that
+// omitempty, omitzero or has a Default (a pointer tagged ",string" too,
+// since a nil one is written as null): the API server drops a null that
 // isn't nullable, and would then find a required field missing.
 //
 // A metav1.ObjectMeta below the root, as in a pod template, keeps every

@@ -3,6 +3,7 @@ package kube
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"reflect"
 	"regexp"
 	"slices"
@@ -195,8 +196,11 @@ func (f FieldOf[T]) Enum(values ...T) FieldOf[T] {
 func (f FieldOf[T]) Minimum(v T) FieldOf[T] {
 	return f.with("Minimum", func(p *apiextensionsv1.JSONSchemaProps) error {
 		n, err := number(p, v)
+		if err != nil {
+			return err
+		}
 		p.Minimum = &n
-		return err
+		return nil
 	})
 }
 
@@ -204,8 +208,11 @@ func (f FieldOf[T]) Minimum(v T) FieldOf[T] {
 func (f FieldOf[T]) Maximum(v T) FieldOf[T] {
 	return f.with("Maximum", func(p *apiextensionsv1.JSONSchemaProps) error {
 		n, err := number(p, v)
+		if err != nil {
+			return err
+		}
 		p.Maximum = &n
-		return err
+		return nil
 	})
 }
 
@@ -377,7 +384,15 @@ func number(p *apiextensionsv1.JSONSchemaProps, v any) (float64, error) {
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
 		return float64(rv.Uint()), nil
 	case reflect.Float32, reflect.Float64:
-		return rv.Float(), nil
+		// JSON has no NaN or infinity, so no CRD could be encoded.
+		switch f := rv.Float(); {
+		case math.IsNaN(f):
+			return 0, fmt.Errorf("is NaN, which JSON can't encode")
+		case math.IsInf(f, 0):
+			return 0, fmt.Errorf("is %v, which JSON can't encode", f)
+		default:
+			return f, nil
+		}
 	}
 	return 0, fmt.Errorf("fits a number, not a %s", rv.Type())
 }

@@ -307,10 +307,14 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 				}
 			}
 		}
-		// encoding/json writes null for a nil pointer, slice or map. The API
-		// server drops a null it may not keep, and then finds a required
-		// field missing; and it defaults only a field that is missing.
-		if (ptr || b.mayBeNil(ft)) && !f.quoted && !f.omit && !defaulted {
+		if f.quoted {
+			quoteValues(&p)
+		}
+		// encoding/json writes null for a nil pointer (",string" or not),
+		// slice or map. The API server drops a null it may not keep, and
+		// then finds a required field missing; and it defaults only a field
+		// that is missing.
+		if (ptr || !f.quoted && b.mayBeNil(ft)) && !f.omit && !defaulted {
 			p.Nullable = true
 		}
 		s.Properties[f.name] = p
@@ -327,6 +331,22 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 		}
 	}
 	return s
+}
+
+// quoteValues encodes p's Default and Enum values, which were encoded as
+// the field's Go type, as a field tagged ",string" is: the JSON of the
+// value, in a JSON string. A null, from a nil pointer, stays null.
+func quoteValues(p *apiextensionsv1.JSONSchemaProps) {
+	quote := func(v *apiextensionsv1.JSON) {
+		if v == nil || string(v.Raw) == "null" {
+			return
+		}
+		v.Raw, _ = json.Marshal(string(v.Raw)) // a string always encodes
+	}
+	quote(p.Default)
+	for i := range p.Enum {
+		quote(&p.Enum[i])
+	}
 }
 
 // applyConstraint applies c to p, and turns a panic, such as one from a

@@ -1,0 +1,110 @@
+package kube_test
+
+import (
+	"encoding/json"
+	"math"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"k8s.io/apiextensions-apiserver/pkg/apis/apiextensions"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
+	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
+	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+
+	"github.com/z5labs/humus/kube"
+)
+
+// serverObjectErrors is what the API server's own code makes of an object
+// of crd whose spec encodes as encoding/json encodes spec: every field it
+// prunes (which the server would drop silently, or refuse under
+// fieldValidation=Strict), and every error of the schema's validation,
+// after it drops the nulls it may not keep and fills in the defaults, as
+// the API server does when an object is created.
+func serverObjectErrors(t testing.TB, crd *apiextensionsv1.CustomResourceDefinition, spec any) []string {
+	t.Helper()
+	v1 := crd.DeepCopy()
+	apiextensionsv1.SetObjectDefaults_CustomResourceDefinition(v1)
+	var internal apiextensions.CustomResourceDefinition
+	require.NoError(t, apiextensionsv1.Convert_v1_CustomResourceDefinition_To_apiextensions_CustomResourceDefinition(v1, &internal, nil))
+	// One version's schema is the CRD's whole in the internal version.
+	props := internal.Spec.Validation.OpenAPIV3Schema
+	ss, err := structuralschema.NewStructural(props)
+	require.NoError(t, err)
+
+	raw, err := json.Marshal(map[string]any{
+		"apiVersion": crd.Spec.Group + "/" + crd.Spec.Versions[0].Name,
+		"kind":       crd.Spec.Names.Kind,
+		"metadata":   map[string]any{"name": "x"},
+		"spec":       spec,
+	})
+	require.NoError(t, err)
+	var obj map[string]any
+	require.NoError(t, json.Unmarshal(raw, &obj))
+
+	var out []string
+	for _, p := range pruning.PruneWithOptions(obj, ss, true, structuralschema.UnknownFieldPathOptions{TrackUnknownFieldPaths: true}) {
+		out = append(out, "pruned "+p)
+	}
+	defaulting.PruneNonNullableNullsWithoutDefaults(obj, ss)
+	defaulting.Default(obj, ss)
+	validator, _, err := apiservervalidation.NewSchemaValidator(props)
+	require.NoError(t, err)
+	for _, e := range apiservervalidation.ValidateCustomResource(nil, obj, validator) {
+		out = append(out, e.Error())
+	}
+	return out
+}
+
+// requireServerAccepts checks that the API server's code keeps and accepts
+// an object whose spec is what encoding/json makes of spec.
+func requireServerAccepts(t testing.TB, crd *apiextensionsv1.CustomResourceDefinition, spec any) {
+	t.Helper()
+	require.Empty(t, serverObjectErrors(t, crd, spec), "the API server's pruning and validation of %#v", spec)
+}
+
+// quotedSpec has fields tagged ",string", which encoding/json writes as
+// strings, and a nil pointer among them as null.
+type quotedSpec struct {
+	Replicas int32   `json:"replicas,string"`
+	Ratio    float64 `json:"ratio,string,omitempty"`
+	On       bool    `json:"on,string,omitempty"`
+	Name     string  `json:"name,string,omitempty"`
+	Max      *int32  `json:"max,string"`
+}
+
+var quoted quotedSpec
+
+func TestAFieldTaggedStringIsKeptByTheAPIServerWhateverItsValue(t *testing.T) {
+	crd, err := resourceOf[quotedSpec](kube.Rules(&quoted,
+		kube.Field(&quoted.Replicas).Default(3).Enum(1, 3),
+		kube.Field(&quoted.Ratio).Default(0.5),
+		kube.Field(&quoted.On).Enum(true),
+		kube.Field(&quoted.Name).Default("a"),
+	)).CRD()
+	require.NoError(t, err)
+	requireServerValid(t, crd)
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	require.Equal(t, `"3"`, string(spec.Properties["replicas"].Default.Raw))
+	require.Equal(t, `"\"a\""`, string(spec.Properties["name"].Default.Raw))
+	require.True(t, spec.Properties["max"].Nullable, "a nil *int32 tagged \",string\" is written as null")
+
+	requireServerAccepts(t, crd, quotedSpec{Replicas: 1})
+	requireServerAccepts(t, crd, quotedSpec{Replicas: 3, Ratio: 1.5, On: true, Name: "b", Max: ptr[int32](7)})
+	require.NotEmpty(t, serverObjectErrors(t, crd, quotedSpec{Replicas: 2}), "the Enum still holds")
+}
+
+type bounded struct {
+	F float64 `json:"f"`
+}
+
+var bnd bounded
+
+func TestAMinimumOrMaximumJSONCantEncodeIsAnError(t *testing.T) {
+	_, err := resourceOf[bounded](kube.Rules(&bnd, kube.Field(&bnd.F).Minimum(math.NaN()).Maximum(math.Inf(1)))).CRD()
+	requireErrorsContain(t, err,
+		"kube: spec.f: Rules for kube_test.bounded: bounded.F: Minimum is NaN, which JSON can't encode",
+		"kube: spec.f: Rules for kube_test.bounded: bounded.F: Maximum is +Inf, which JSON can't encode",
+	)
+}
