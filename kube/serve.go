@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"sync"
 
@@ -208,7 +207,7 @@ func (c *Controller) begin(ctx context.Context) (context.Context, context.Contex
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.serving {
-		return nil, nil, errors.New("kube: the controller is already serving")
+		return nil, nil, fmt.Errorf("kube: controller %s: Serve was already called, and a Controller serves once", c.settings.Name)
 	}
 	c.serving = true
 	ctx, c.cancel = context.WithCancel(ctx)

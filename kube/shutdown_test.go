@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clienttesting "k8s.io/client-go/testing"
@@ -162,5 +164,51 @@ func TestShutdownAfterServeReturnedIsNilEvenWithItsContextDone(t *testing.T) {
 		for range 20 {
 			require.NoError(t, c.Shutdown(done), "Serve returned cleanly: nothing in flight was cancelled")
 		}
+	})
+}
+
+func TestServeWithItsContextDoneReturnsAtOnceAndIsNeverSynced(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		var calls atomic.Int32
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				calls.Add(1)
+				return Result[widgetStatus]{}, nil
+			}))
+		require.Error(t, c.Synced().Healthy(context.Background()), "not synced before Serve")
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		require.NoError(t, c.Serve(ctx))
+		require.Error(t, c.Synced().Healthy(context.Background()))
+		require.Zero(t, calls.Load())
+		_, err := f.kube.CoordinationV1().Leases(leaseNamespace).Get(context.Background(), controllerName, metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "no Lease is taken")
+		require.ErrorContains(t, c.Serve(context.Background()), "Serve was already called")
+		require.NoError(t, c.Shutdown(ctx))
+	})
+}
+
+func TestServeTwiceAtOnceLeavesTheFirstServing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				return Result[widgetStatus]{}, nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		require.ErrorContains(t, c.Serve(context.Background()), "Serve was already called")
+		require.NoError(t, c.Synced().Healthy(context.Background()), "the first Serve goes on")
+		// Two Shutdowns at once both wait for the one Serve.
+		errs := make(chan error, 2)
+		for range 2 {
+			go func() { errs <- c.Shutdown(context.Background()) }()
+		}
+		require.NoError(t, <-errs)
+		require.NoError(t, <-errs)
+		<-s.done
+		require.NoError(t, s.err)
+		require.Error(t, c.Synced().Healthy(context.Background()))
 	})
 }
