@@ -15,6 +15,8 @@ import (
 	"github.com/z5labs/humus/humustest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
 )
 
 func TestNewObjectIsReconciledTwiceAndSettles(t *testing.T) {
@@ -366,5 +368,72 @@ func TestNumberTooLargeForItsFieldIsAnErrorNotAWrappedValue(t *testing.T) {
 		require.Contains(t, strings.Join(msgs, "\n"), "Widget default/huge: field spec.size")
 		require.Contains(t, strings.Join(msgs, "\n"), "Widget default/negative: field spec.small")
 		require.NoError(t, s.stop(t))
+	})
+}
+
+func TestStatusApplyErrorSurfacesInOneRecordWithReconcilesError(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 3))
+		f.dynamic.PrependReactor("patch", "widgets", func(action clienttesting.Action) (bool, runtime.Object, error) {
+			if action.GetSubresource() == "status" {
+				return true, nil, errors.New("etcd is full")
+			}
+			return false, nil, nil
+		})
+		tel := humustest.NewTelemetry(t)
+		settings := testSettings()
+		settings.RetryBaseDelay = time.Second
+		settings.RetryMaxDelay = time.Second
+		var calls atomic.Int32
+		c := newWidgetController(t, f, tel.Telemetry, settings,
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				if calls.Add(1) == 1 {
+					return Result[widgetStatus]{Status: &widgetStatus{Message: "degraded"}, After: time.Hour}, errors.New("the cloud is down")
+				}
+				return Result[widgetStatus]{Status: &widgetStatus{Seen: 3}}, nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		time.Sleep(1500 * time.Millisecond)
+		synctest.Wait()
+
+		failed := recordsWithBody(tel, "reconcile failed")
+		require.Len(t, failed, 2, "one WARN per failed reconcile: the first fails twice over, the second's status apply fails")
+		first, second := attrs(failed[0])["error"], attrs(failed[1])["error"]
+		require.Contains(t, first, "the cloud is down")
+		require.Contains(t, first, "kube: applying the status of Widget default/w1: etcd is full")
+		require.NotContains(t, second, "the cloud is down")
+		require.Contains(t, second, "etcd is full")
+		require.EqualValues(t, 2, calls.Load(), "a failed status apply retries with backoff, not After")
+		require.NoError(t, s.stop(t))
+	})
+}
+
+func TestNegativeAfterIsZero(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		var kindCalls, calls atomic.Int32
+		kc, err := newKindController(&humus.Setup{}, f.clients(), nil, testSettings(),
+			Kind[looseWidget]{GVR: widgetGVR, Kind: "Widget", Scope: Namespaced},
+			KindReconcilerFunc[looseWidget](func(ctx context.Context, obj looseWidget) (time.Duration, error) {
+				kindCalls.Add(1)
+				return -time.Second, nil
+			}))
+		require.NoError(t, err)
+		settings := testSettings()
+		settings.LeaderElection.Namespace = "other"
+		c := newWidgetController(t, f, humus.Telemetry{}, settings,
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				calls.Add(1)
+				return Result[widgetStatus]{After: -time.Second}, nil
+			}))
+		s1, s2 := serve(t, kc), serve(t, c)
+		synctest.Wait()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		require.EqualValues(t, 1, kindCalls.Load(), "a negative after waits for a change, as zero does")
+		require.EqualValues(t, 1, calls.Load(), "a negative Result.After waits for a change, as zero does")
+		require.NoError(t, s1.stop(t))
+		require.NoError(t, s2.stop(t))
 	})
 }
