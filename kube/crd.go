@@ -57,7 +57,9 @@ import (
 //
 // It returns one error that names every mistake it finds, joined with
 // errors.Join: a missing or malformed Group, Version, Kind or Plural (as the
-// API server checks them), a Scope that is neither Namespaced nor Cluster;
+// API server checks them, with the list kind KindList, the name
+// <Plural>.<Group>, and no group under k8s.io or kubernetes.io), a Scope
+// that is neither Namespaced nor Cluster;
 // a type that implements json.Marshaler and has no Schema; a map whose keys
 // aren't strings, an interface, a channel or a function; a type that
 // contains itself; a constraint that doesn't fit its field's type; a rule
@@ -142,8 +144,32 @@ func (r Resource[Spec, Status]) checkNames() []error {
 	check("Version", r.Version, "v1alpha1", validation.IsDNS1035Label(r.Version))
 	check("Kind", r.Kind, "Memcached", validation.IsDNS1035Label(strings.ToLower(r.Kind)))
 	check("Plural", r.Plural, "memcacheds", validation.IsDNS1035Label(r.Plural))
+	if r.Group != "" && isProtectedGroup(r.Group) {
+		errs = append(errs, fmt.Errorf("kube: Resource.Group %q: a group under k8s.io or kubernetes.io is Kubernetes' own, and the API server accepts its CRD only with an api-approved.kubernetes.io annotation, which CRD doesn't set", r.Group))
+	}
+	if r.Kind != "" && len(validation.IsDNS1035Label(strings.ToLower(r.Kind))) == 0 {
+		if problems := validation.IsDNS1035Label(strings.ToLower(r.Kind + "List")); len(problems) > 0 {
+			errs = append(errs, fmt.Errorf("kube: Resource.Kind %q: its list kind %sList %s", r.Kind, r.Kind, strings.Join(problems, ", ")))
+		}
+	}
+	if r.Plural != "" && r.Group != "" {
+		if name := r.Plural + "." + r.Group; len(name) > validation.DNS1123SubdomainMaxLength {
+			errs = append(errs, fmt.Errorf("kube: the CRD's name %q, Resource.Plural and Resource.Group, is %d characters: it must be no more than %d", name, len(name), validation.DNS1123SubdomainMaxLength))
+		}
+	}
 	if r.Scope != Namespaced && r.Scope != Cluster {
 		errs = append(errs, fmt.Errorf("kube: Resource.Scope %q: must be kube.Namespaced or kube.Cluster", r.Scope))
 	}
 	return errs
+}
+
+// isProtectedGroup reports whether group is under k8s.io or kubernetes.io,
+// as the API server decides (apihelpers.IsProtectedCommunityGroup).
+func isProtectedGroup(group string) bool {
+	for _, d := range []string{"k8s.io", "kubernetes.io"} {
+		if group == d || strings.HasSuffix(group, "."+d) {
+			return true
+		}
+	}
+	return false
 }

@@ -195,3 +195,52 @@ func BenchmarkCRD(b *testing.B) {
 		}
 	})
 }
+
+func TestCRDRejectsNamesTheAPIServerRejectsOnceJoined(t *testing.T) {
+	for name, tc := range map[string]struct {
+		mutate func(r *kube.Resource[MemcachedSpec, struct{}])
+		want   string
+	}{
+		"a Kind whose list kind is too long": {
+			func(r *kube.Resource[MemcachedSpec, struct{}]) { r.Kind = "M" + strings.Repeat("e", 61) },
+			"its list kind M" + strings.Repeat("e", 61) + "List must be no more than 63 characters",
+		},
+		"a name too long": {
+			func(r *kube.Resource[MemcachedSpec, struct{}]) {
+				r.Group = strings.Repeat("g", 60) + "." + strings.Repeat("h", 60) + "." + strings.Repeat("i", 60) + "." + strings.Repeat("j", 60) + ".io"
+				r.Plural = strings.Repeat("p", 10)
+			},
+			"is 257 characters: it must be no more than 253",
+		},
+		"a group under k8s.io": {
+			func(r *kube.Resource[MemcachedSpec, struct{}]) { r.Group = "cache.k8s.io" },
+			`Resource.Group "cache.k8s.io": a group under k8s.io or kubernetes.io is Kubernetes' own`,
+		},
+		"a group under kubernetes.io": {
+			func(r *kube.Resource[MemcachedSpec, struct{}]) { r.Group = "kubernetes.io" },
+			`Resource.Group "kubernetes.io": a group under k8s.io or kubernetes.io is Kubernetes' own`,
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := kube.Resource[MemcachedSpec, struct{}]{Group: "cache.example.com", Version: "v1", Kind: "Memcached", Plural: "memcacheds", Scope: kube.Namespaced}
+			tc.mutate(&r)
+			_, err := r.CRD()
+			require.ErrorContains(t, err, tc.want)
+
+			// The API server rejects it too.
+			tc.mutate(&r)
+			ok := kube.Resource[MemcachedSpec, struct{}]{Group: "cache.example.com", Version: "v1", Kind: "Memcached", Plural: "memcacheds", Scope: kube.Namespaced}
+			crd, err := ok.CRD()
+			require.NoError(t, err)
+			crd.Name = r.Plural + "." + r.Group
+			crd.Spec.Group = r.Group
+			crd.Spec.Names = apiextensionsv1.CustomResourceDefinitionNames{Plural: r.Plural, Singular: strings.ToLower(r.Kind), Kind: r.Kind, ListKind: r.Kind + "List"}
+			require.NotEmpty(t, serverErrors(t, crd))
+		})
+	}
+	// x-k8s.io isn't under k8s.io.
+	r := kube.Resource[MemcachedSpec, struct{}]{Group: "cache.x-k8s.io", Version: "v1", Kind: "M" + strings.Repeat("e", 58), Plural: "memcacheds", Scope: kube.Namespaced}
+	crd, err := r.CRD()
+	require.NoError(t, err)
+	requireServerValid(t, crd)
+}
