@@ -129,6 +129,19 @@ func TestControllerAgainstTheAPIServer(t *testing.T) {
 	require.Equal(t, 1, finalized)
 	mu.Unlock()
 
+	// The controller's applies name the object's uid, so that an apply
+	// racing a deletion never recreates the object: the API server refuses
+	// an apply naming a uid when no object exists.
+	_, err = res.Apply(ctx, "g1", &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "controller.humus.example.com/v1",
+		"kind":       "Gadget",
+		"metadata":   map[string]any{"name": "g1", "namespace": "default", "uid": string(got.GetUID()), "finalizers": []any{finalizer}},
+		"spec":       map[string]any{"size": int64(3)},
+	}}, metav1.ApplyOptions{FieldManager: "gadget-controller", Force: true})
+	require.True(t, apierrors.IsConflict(err), "an apply naming a deleted object's uid is refused: %v", err)
+	_, err = res.Get(ctx, "g1", metav1.GetOptions{})
+	require.True(t, apierrors.IsNotFound(err), "and creates nothing")
+
 	lease, err := kc.CoordinationV1().Leases("default").Get(ctx, "gadget-controller", metav1.GetOptions{})
 	require.NoError(t, err)
 	require.Equal(t, "replica-1", ptrValue(lease.Spec.HolderIdentity))
