@@ -39,7 +39,8 @@ type TypeRules struct {
 //
 // A field is found by its offset in *v and its type, so a pointer that
 // isn't to a field of *v, or points into a field of a nested struct, such as
-// &spec.Template.Port, is an error that CRD returns: a nested struct is
+// &spec.Template.Port, or to a field promoted through an embedded pointer,
+// is an error that CRD returns: a nested or pointer-embedded struct is
 // constrained by its own Rules. Rules never fails itself.
 func Rules[T any](v *T, fields ...FieldRule) TypeRules {
 	t := reflect.TypeFor[T]()
@@ -61,6 +62,10 @@ func Rules[T any](v *T, fields ...FieldRule) TypeRules {
 		}
 		p := uintptr(fr.ptr)
 		if p < base || p-base >= t.Size() && !(t.Size() == 0 && p == base) {
+			if owner, path := behindEmbeddedPointer(reflect.ValueOf(v).Elem(), p, fr.typ, 0); owner != nil {
+				r.errs = append(r.errs, fmt.Errorf("kube: Rules for %s: field rule %d (a %s) points outside the value given to Rules: it names %s, promoted through the embedded pointer *%s: constrain it in Rules for %s", t, i+1, fr.typ, path, owner, owner))
+				continue
+			}
 			r.errs = append(r.errs, fmt.Errorf("kube: Rules for %s: field rule %d (a %s) points outside the value given to Rules, so it names no field of %s", t, i+1, fr.typ, t))
 			continue
 		}
@@ -468,4 +473,36 @@ func promotedAt(t reflect.Type, off uintptr, ft reflect.Type) []int {
 		}
 	}
 	return nil
+}
+
+// behindEmbeddedPointer finds the field of type ft at address p in a struct
+// that struct value v embeds by a non-nil pointer, or one that struct
+// embeds, and so on: the embedded struct's type, whose field it is, and its
+// selector, such as Outer.Inner.A. depth bounds a chain of pointers that
+// loops.
+func behindEmbeddedPointer(v reflect.Value, p uintptr, ft reflect.Type, depth int) (reflect.Type, string) {
+	if v.Kind() != reflect.Struct || depth > 32 {
+		return nil, ""
+	}
+	t := v.Type()
+	for i := range t.NumField() {
+		f := t.Field(i)
+		if !f.Anonymous || f.Type.Kind() != reflect.Pointer || f.Type.Elem().Kind() != reflect.Struct {
+			continue
+		}
+		fv := v.Field(i)
+		if fv.IsNil() {
+			continue
+		}
+		et := f.Type.Elem()
+		if addr := fv.Pointer(); p >= addr && p-addr < et.Size() {
+			if index := promotedAt(et, p-addr, ft); index != nil {
+				return et, t.Name() + "." + f.Name + strings.TrimPrefix(goFieldName(et, index), et.Name())
+			}
+		}
+		if owner, path := behindEmbeddedPointer(fv.Elem(), p, ft, depth+1); owner != nil {
+			return owner, t.Name() + "." + f.Name + strings.TrimPrefix(path, et.Name())
+		}
+	}
+	return nil, ""
 }

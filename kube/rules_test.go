@@ -375,3 +375,43 @@ func TestAConstraintWhoseValuePanicsIsAnError(t *testing.T) {
 	).CRD()
 	requireErrorsContain(t, err, "s.P: Default panicked: boom")
 }
+
+// PromotedThroughAPointer is embedded by pointer in viaPointer.
+type PromotedThroughAPointer struct {
+	A int32 `json:"a"`
+}
+
+type viaPointer struct {
+	*PromotedThroughAPointer
+	X int32 `json:"x"`
+}
+
+var (
+	via      = viaPointer{PromotedThroughAPointer: &PromotedThroughAPointer{}}
+	promoted PromotedThroughAPointer
+)
+
+func TestARuleOnAFieldPromotedThroughAnEmbeddedPointerNamesItsOwnRules(t *testing.T) {
+	_, err := resourceOf[viaPointer](kube.Rules(&via, kube.Field(&via.A).Minimum(1))).CRD()
+	require.EqualError(t, err, "kube: Rules for kube_test.viaPointer: field rule 1 (a int32) points outside the value given to Rules: it names viaPointer.PromotedThroughAPointer.A, promoted through the embedded pointer *kube_test.PromotedThroughAPointer: constrain it in Rules for kube_test.PromotedThroughAPointer")
+
+	// Its own Rules constrain it where it is promoted.
+	crd, err := resourceOf[viaPointer](kube.Rules(&promoted, kube.Field(&promoted.A).Minimum(1))).CRD()
+	require.NoError(t, err)
+	requireServerValid(t, crd)
+	require.Equal(t, 1.0, *crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["a"].Minimum)
+}
+
+type loops struct {
+	*loops
+	X int32 `json:"x"`
+}
+
+func TestARuleOutsideAValueWhoseEmbeddedPointerLoopsIsAnError(t *testing.T) {
+	var v loops
+	v.loops = &v
+	var other int32
+	var err error
+	require.NotPanics(t, func() { _, err = resourceOf[loops](kube.Rules(&v, kube.Field(&other))).CRD() })
+	require.ErrorContains(t, err, "field rule 1 (a int32) points outside the value given to Rules, so it names no field")
+}
