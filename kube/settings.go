@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/leaderelection"
 )
@@ -27,7 +28,8 @@ type LeaderElection struct {
 // which have no default: humus imposes no name and no namespace.
 type Settings struct {
 	// Name is the controller's field manager, its work queue's name, and
-	// its Lease's name. A DNS-1123 subdomain; required.
+	// its Lease's name. A DNS-1123 subdomain of at most 128 bytes, a field
+	// manager's limit; required.
 	Name string
 
 	// Namespace limits the controller to one namespace. "" (the default)
@@ -72,8 +74,10 @@ func DefaultSettings() Settings {
 	}
 }
 
-// CheckName returns an error unless name is a DNS-1123 subdomain, as a
-// Lease's name and a field manager's must be for Settings.Name.
+// CheckName returns an error unless name is a DNS-1123 subdomain of at most
+// 128 bytes, as Settings.Name must be: a Lease's name is a DNS-1123
+// subdomain, and the API server refuses a field manager longer than 128
+// bytes.
 func CheckName(name string) error { return checkName("name", name) }
 
 // CheckWatchNamespace returns an error unless ns is "" (every namespace) or
@@ -107,6 +111,10 @@ func checkName(what, name string) error {
 	}
 	if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 		return fmt.Errorf("kube: %s %q is not a DNS-1123 subdomain: %s", what, name, strings.Join(errs, "; "))
+	}
+	// The API server refuses a longer field manager on every apply.
+	if len(name) > metav1validation.FieldManagerMaxLength {
+		return fmt.Errorf("kube: %s is %d bytes: a field manager is at most %d", what, len(name), metav1validation.FieldManagerMaxLength)
 	}
 	return nil
 }

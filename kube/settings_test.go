@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation"
 )
 
 func TestDefaultSettingsAreTheSpecsTable(t *testing.T) {
@@ -206,4 +207,11 @@ func TestNewControllerNamesNonPositiveLeaseDurations(t *testing.T) {
 	} {
 		require.ErrorContains(t, err, want)
 	}
+}
+
+func TestCheckNameRefusesAFieldManagerTheAPIServerWould(t *testing.T) {
+	long := strings.Repeat("a", 63) + "." + strings.Repeat("b", 63) + "." + strings.Repeat("c", 10) // 138 bytes
+	require.Empty(t, validation.IsDNS1123Subdomain(long), "a valid DNS-1123 subdomain")
+	require.ErrorContains(t, CheckName(long), "name is 138 bytes: a field manager is at most 128")
+	require.NoError(t, CheckName(long[:127]))
 }
