@@ -446,6 +446,10 @@ func jsonFields(t reflect.Type) ([]jsonField, []reflect.Type) {
 						case "omitempty", "omitzero":
 							f.omit = true
 						case "string":
+							// A type that encodes itself ignores ",string".
+							if encodesItself(ft) {
+								break
+							}
 							switch ft.Kind() {
 							case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 								reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
@@ -495,6 +499,14 @@ func jsonFields(t reflect.Type) ([]jsonField, []reflect.Type) {
 	}
 	slices.SortFunc(out, func(a, b jsonField) int { return slices.Compare(a.index, b.index) })
 	return out, inlined
+}
+
+// encodesItself reports whether t, or *t, implements json.Marshaler or
+// encoding.TextMarshaler, whose encoding encoding/json uses as it is.
+func encodesItself(t reflect.Type) bool {
+	p := reflect.PointerTo(t)
+	return t.Implements(marshalerType) || p.Implements(marshalerType) ||
+		t.Implements(textMarshalerType) || p.Implements(textMarshalerType)
 }
 
 // dominantField is encoding/json's: the shallowest field of a name, unless

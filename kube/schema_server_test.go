@@ -108,3 +108,21 @@ func TestAMinimumOrMaximumJSONCantEncodeIsAnError(t *testing.T) {
 		"kube: spec.f: Rules for kube_test.bounded: bounded.F: Maximum is +Inf, which JSON can't encode",
 	)
 }
+
+// level encodes itself as a number, with or without ",string".
+type level int
+
+func (l level) MarshalJSON() ([]byte, error) { return json.Marshal(int(l) * 10) }
+
+func TestStringIsIgnoredOnATypeThatEncodesItself(t *testing.T) {
+	type s struct {
+		Level level `json:"level,string"`
+	}
+	_, err := resourceOf[s]().CRD()
+	require.ErrorContains(t, err, "kube_test.level implements json.Marshaler", "encoding/json ignores ,string on it, so it needs a Schema")
+
+	crd, err := resourceOf[s](kube.Schema[level](apiextensionsv1.JSONSchemaProps{Type: "integer"})).CRD()
+	require.NoError(t, err)
+	requireServerValid(t, crd)
+	requireServerAccepts(t, crd, s{Level: 2})
+}
