@@ -212,3 +212,28 @@ func TestServeTwiceAtOnceLeavesTheFirstServing(t *testing.T) {
 		require.Error(t, c.Synced().Healthy(context.Background()))
 	})
 }
+
+func TestShutdownDeadlineWaitsForAReconcilerIgnoringItsContextAndAppliesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				time.Sleep(30 * time.Second) // ignores ctx
+				return Result[widgetStatus]{Status: &widgetStatus{Message: "late"}}, nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+
+		start := time.Now()
+		s.cancel()
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		err := c.Shutdown(ctx)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		require.Equal(t, 30*time.Second, time.Since(start), "Shutdown waits for the reconcile to return, as the spec says")
+		<-s.done
+		require.NoError(t, s.err)
+		require.Empty(t, f.statusApplies(), "a cancelled reconcile applies nothing")
+		require.Empty(t, holder(f.lease(t)), "the Lease is released once it returns")
+	})
+}
