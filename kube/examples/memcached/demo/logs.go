@@ -16,8 +16,9 @@ import (
 )
 
 // logPrinter is the App's Telemetry in the demo: it prints each log record
-// the App emits (the controller's, client-go's and the finalizer's) as one
-// line, under the current step, and counts the finalizer's records.
+// the App emits (the controller's, client-go's and the finalizer's) under
+// the current step, each of its lines prefixed "│ app", and counts the
+// finalizer's records.
 type logPrinter struct {
 	out   io.Writer
 	quiet bool
@@ -60,7 +61,15 @@ func (p *logPrinter) Export(_ context.Context, records []sdklog.Record) error {
 		if sev == "" {
 			sev = r.Severity().String()
 		}
-		fmt.Fprintf(p.out, "   │ app %-5s %s %s\n", sev, body, strings.Join(attrs, " "))
+		// A multi-line body or attribute (such as an errors.Join error) gets
+		// the prefix on each line, so it stays under the App's records.
+		line := fmt.Sprintf("%-5s %s %s", sev, body, strings.Join(attrs, " "))
+		for i, l := range strings.Split(strings.TrimRight(line, " \n"), "\n") {
+			if i > 0 {
+				l = "      " + l // under the body
+			}
+			fmt.Fprintf(p.out, "   │ app %s\n", l)
+		}
 	}
 	return nil
 }
