@@ -238,3 +238,17 @@ func TestRunAppReturnsTheExitCodeAfterAnInjectedSignal(t *testing.T) {
 		require.Equal(t, 0, app.Wait())
 	})
 }
+
+type panicky struct{}
+
+func (panicky) Serve(context.Context) error    { panic("serve boom") }
+func (panicky) Shutdown(context.Context) error { return nil }
+
+func TestTestServiceFailsTheTestWhenServePanics(t *testing.T) {
+	r := &recorder{TB: t}
+	s := humustest.TestService(r, panicky{})
+	<-s.Done()
+	s.Stop()
+	require.Len(t, r.errs, 1)
+	require.Contains(t, r.errs[0], "humustest: humustest_test.panicky.Serve: panic: serve boom")
+}

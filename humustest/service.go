@@ -2,6 +2,8 @@ package humustest
 
 import (
 	"context"
+	"fmt"
+	"runtime/debug"
 	"sync"
 	"testing"
 	"time"
@@ -26,19 +28,28 @@ type Served struct {
 //
 // Stopping cancels Serve's context and calls Shutdown with a context that is
 // done after humus.DefaultGracePeriod (20s), as humus.Run would. It fails
-// the test if Serve or Shutdown returned an error, if Serve had not returned
-// ForcedStopWait (1s) after Shutdown did, or if any goroutine started since
+// the test if Serve or Shutdown returned an error, if Serve panicked, if
+// Serve had not returned ForcedStopWait (1s) after Shutdown did, or if any goroutine started since
 // TestService was called is still running (go.uber.org/goleak, ignoring the
 // goroutines that were running when TestService was called). Goroutines of
 // tests running in parallel count too, so it is meant for tests that don't
 // call t.Parallel.
 func TestService(t testing.TB, svc humus.Service) *Served {
 	t.Helper()
+	if svc == nil {
+		t.Fatal("humustest: TestService: the Service is nil")
+	}
 	ignore := goleak.IgnoreCurrent()
 	ctx, cancel := context.WithCancel(context.Background())
 	s := &Served{t: t, svc: svc, cancel: cancel, done: make(chan struct{}), ignore: ignore}
 	go func() {
 		defer close(s.done)
+		// A panic in Serve fails the test, rather than the whole binary.
+		defer func() {
+			if r := recover(); r != nil {
+				s.serveErr = fmt.Errorf("panic: %v\n%s", r, debug.Stack())
+			}
+		}()
 		s.serveErr = svc.Serve(ctx)
 	}()
 	t.Cleanup(s.Stop)
