@@ -62,8 +62,19 @@ func main() {
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		// After the first Ctrl-C, a second one kills the demo at once (the
+		// control plane's processes die with it).
+		<-ctx.Done()
+		stop()
+	}()
 	d := &demo{out: os.Stdout, namespace: *namespace, quiet: *quiet, verbose: *verbose}
-	if err := d.run(ctx, *kubeconfig); err != nil {
+	err := d.run(ctx, *kubeconfig)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		fmt.Fprintln(os.Stderr, "\ndemo interrupted")
+		os.Exit(130) // 128 + SIGINT, as a shell reports it
+	case err != nil:
 		fmt.Fprintf(os.Stderr, "\ndemo failed: %v\n", err)
 		os.Exit(1)
 	}
@@ -89,14 +100,18 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // The name of the demo's Memcached, and of its Deployment.
 const name = "example"
 
+// run runs the demo's steps. When ctx is done (Ctrl-C or SIGTERM), it
+// stops the App with SIGTERM, says what is left behind in an existing
+// cluster, stops the local control plane, and returns ctx's error.
 func (d *demo) run(ctx context.Context, kubeconfig string) (err error) {
 	if err := d.startCluster(ctx, kubeconfig); err != nil {
 		return err
 	}
-	if kubeconfig == "" {
+	if d.local {
 		defer func() {
 			d.title("Stopping the control plane")
 			if stopErr := d.cluster.Stop(); stopErr != nil {
+				d.say("%v", stopErr)
 				err = errors.Join(err, stopErr)
 				return
 			}
@@ -117,11 +132,28 @@ func (d *demo) run(ctx context.Context, kubeconfig string) (err error) {
 	memcacheds := d.dynamic.Resource(app.Memcached.GVR()).Namespace(d.namespace)
 
 	a, err := d.startApp(ctx, kubeconfig)
+	if a != nil {
+		defer func() {
+			if ctx.Err() != nil {
+				d.interrupted(a)
+				err = errors.Join(ctx.Err(), err)
+				return
+			}
+			a.stop()
+		}()
+	}
 	if err != nil {
 		return err
 	}
-	defer a.stop()
+	if err := d.steps(ctx, a, memcacheds); err != nil {
+		return err
+	}
+	d.leftInCluster()
+	return nil
+}
 
+// steps creates the Memcached and shows what the running App does with it.
+func (d *demo) steps(ctx context.Context, a *runningApp, memcacheds dynamic.ResourceInterface) error {
 	m, err := d.createMemcached(ctx, memcacheds)
 	if err != nil {
 		return err
@@ -138,16 +170,38 @@ func (d *demo) run(ctx context.Context, kubeconfig string) (err error) {
 	if err := d.deleteMemcached(ctx, memcacheds); err != nil {
 		return err
 	}
-	if err := d.terminate(ctx, a); err != nil {
-		return err
+	return d.terminate(ctx, a)
+}
+
+// leftInCluster says what an existing cluster keeps, and how to remove it.
+func (d *demo) leftInCluster() {
+	if d.local {
+		return
 	}
-	if !d.local {
-		d.title("Left in the cluster")
-		d.say("the CRD and the namespace; to remove them:")
-		d.say("kubectl delete namespace %s", d.namespace)
-		d.say("kubectl delete crd memcacheds.cache.example.com")
+	d.title("Left in the cluster")
+	d.say("the CRD and the namespace; to remove them:")
+	d.say("kubectl delete namespace %s", d.namespace)
+	d.say("kubectl delete crd memcacheds.cache.example.com")
+}
+
+// interrupted stops the App after Ctrl-C, then says what is left behind in
+// an existing cluster.
+func (d *demo) interrupted(a *runningApp) {
+	d.title("Interrupted: stopping the App with SIGTERM")
+	switch code, ok := a.stop(); {
+	case !ok:
+		d.say("the App did not exit within 30s of SIGTERM")
+	default:
+		d.say("the App exited %d", code)
 	}
-	return nil
+	if d.local {
+		d.say("(what it made goes with the control plane)")
+		return
+	}
+	d.say("left behind in namespace %s, if made: memcached/%s (whose finalizer %s no App will run) and deployment/%s; to remove them:", d.namespace, name, app.FinalizerName, name)
+	d.say(`kubectl -n %s patch memcached %s --type merge -p '{"metadata":{"finalizers":null}}'`, d.namespace, name)
+	d.say("kubectl -n %s delete memcached/%s deployment/%s --ignore-not-found", d.namespace, name, name)
+	d.leftInCluster()
 }
 
 // startCluster builds and starts the local control plane, or connects to
@@ -176,7 +230,9 @@ func (d *demo) startCluster(ctx context.Context, kubeconfig string) error {
 		return err
 	}
 	start := time.Now()
-	c, err := controlplane.Start(ctx, controlplane.Options{})
+	// Not ctx: Ctrl-C would kill the control plane at once, under the App.
+	// run stops it, after the App.
+	c, err := controlplane.Start(context.WithoutCancel(ctx), controlplane.Options{})
 	if err != nil {
 		return err
 	}
@@ -288,14 +344,17 @@ func (d *demo) startApp(ctx context.Context, kubeconfig string) (*runningApp, er
 	if d.verbose {
 		d.logs.min = log.SeverityTrace1
 	}
+	// The App stops on the SIGTERM the demo sends it, not with ctx: after
+	// Ctrl-C it is stopped first, before the control plane.
 	go func() {
-		a.exit <- humus.Run(ctx, host, app.Init, humus.WithTelemetry(d.logs.telemetry))
+		a.exit <- humus.Run(context.WithoutCancel(ctx), host, app.Init, humus.WithTelemetry(d.logs.telemetry))
 	}()
 
 	err = poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
 		select {
 		case code := <-a.exit:
 			a.exit <- code
+			a.exited, a.code = true, code
 			return false, fmt.Errorf("the App exited with %d", code)
 		default:
 		}
@@ -308,7 +367,7 @@ func (d *demo) startApp(ctx context.Context, kubeconfig string) (*runningApp, er
 		return resp.StatusCode == http.StatusOK, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("waiting for the App to be ready: %w", err)
+		return a, fmt.Errorf("waiting for the App to be ready: %w", err)
 	}
 	d.say("ready: GET http://%s/readyz answers 200 once the controller's caches have synced", probes)
 	err = poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
@@ -316,7 +375,7 @@ func (d *demo) startApp(ctx context.Context, kubeconfig string) (*runningApp, er
 		return h == "demo-0", err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("waiting for the App to take the Lease: %w", err)
+		return a, fmt.Errorf("waiting for the App to take the Lease: %w", err)
 	}
 	d.say("leader: it holds the Lease %s/%s", d.namespace, app.FieldManager)
 	return a, nil
@@ -472,6 +531,7 @@ func (d *demo) terminate(ctx context.Context, a *runningApp) error {
 	select {
 	case code := <-a.exit:
 		a.exited = true
+		a.code = code
 		if code != 0 {
 			return fmt.Errorf("the App exited with %d", code)
 		}
@@ -514,20 +574,25 @@ type runningApp struct {
 	signals chan os.Signal
 	exit    chan int
 	exited  bool
+	code    int // once exited
 }
 
-// stop sends SIGTERM, if the App still runs, and waits for it.
-func (a *runningApp) stop() {
+// stop sends SIGTERM, if the App still runs, and waits up to 30s for it to
+// exit. It returns the App's exit code, and false if it did not exit.
+func (a *runningApp) stop() (int, bool) {
 	if a.exited {
-		return
+		return a.code, true
 	}
 	select {
 	case a.signals <- syscall.SIGTERM:
 	default:
 	}
 	select {
-	case <-a.exit:
+	case a.code = <-a.exit:
+		a.exited = true
+		return a.code, true
 	case <-time.After(30 * time.Second):
+		return 0, false
 	}
 }
 
