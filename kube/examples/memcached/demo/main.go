@@ -101,8 +101,9 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 const name = "example"
 
 // run runs the demo's steps. When ctx is done (Ctrl-C or SIGTERM), it
-// stops the App with SIGTERM, says what is left behind in an existing
-// cluster, stops the local control plane, and returns ctx's error.
+// stops the App with SIGTERM, removes the Memcached and its Deployment from
+// an existing cluster (or says what is left behind), stops the local control
+// plane, and returns ctx's error.
 func (d *demo) run(ctx context.Context, kubeconfig string) (err error) {
 	if err := d.startCluster(ctx, kubeconfig); err != nil {
 		return err
@@ -130,12 +131,17 @@ func (d *demo) run(ctx context.Context, kubeconfig string) (err error) {
 		return err
 	}
 	memcacheds := d.dynamic.Resource(app.Memcached.GVR()).Namespace(d.namespace)
+	if !d.local {
+		if err := d.removeLeftovers(ctx, memcacheds, "an earlier run"); err != nil {
+			return err
+		}
+	}
 
 	a, err := d.startApp(ctx, kubeconfig)
 	if a != nil {
 		defer func() {
 			if ctx.Err() != nil {
-				d.interrupted(a)
+				d.interrupted(a, memcacheds)
 				err = errors.Join(ctx.Err(), err)
 				return
 			}
@@ -184,9 +190,10 @@ func (d *demo) leftInCluster() {
 	d.say("kubectl delete crd memcacheds.cache.example.com")
 }
 
-// interrupted stops the App after Ctrl-C, then says what is left behind in
-// an existing cluster.
-func (d *demo) interrupted(a *runningApp) {
+// interrupted stops the App after Ctrl-C, then removes what it and the
+// demo made in an existing cluster, or says what is left behind. Its
+// requests have a context of their own: ctx is done.
+func (d *demo) interrupted(a *runningApp, memcacheds dynamic.ResourceInterface) {
 	d.title("Interrupted: stopping the App with SIGTERM")
 	switch code, ok := a.stop(); {
 	case !ok:
@@ -198,10 +205,91 @@ func (d *demo) interrupted(a *runningApp) {
 		d.say("(what it made goes with the control plane)")
 		return
 	}
-	d.say("left behind in namespace %s, if made: memcached/%s (whose finalizer %s no App will run) and deployment/%s; to remove them:", d.namespace, name, app.FinalizerName, name)
-	d.say(`kubectl -n %s patch memcached %s --type merge -p '{"metadata":{"finalizers":null}}'`, d.namespace, name)
-	d.say("kubectl -n %s delete memcached/%s deployment/%s --ignore-not-found", d.namespace, name, name)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := d.removeLeftovers(ctx, memcacheds, "the interrupted run"); err != nil {
+		d.say("could not remove them: %v", err)
+		d.say("left behind in namespace %s: memcached/%s (whose finalizer %s no App will run) and deployment/%s; to remove them:", d.namespace, name, app.FinalizerName, name)
+		d.say(`kubectl -n %s patch memcached %s --type merge -p '{"metadata":{"finalizers":null}}'`, d.namespace, name)
+		d.say("kubectl -n %s delete memcached/%s deployment/%s --ignore-not-found", d.namespace, name, name)
+	}
 	d.leftInCluster()
+}
+
+// removeLeftovers removes memcached/example, with its finalizers, and the
+// deployment/example it owned, if an interrupted run (by) left them, and
+// waits until they are gone, saying so. No App may be running: the
+// finalizer is stripped without running it.
+func (d *demo) removeLeftovers(ctx context.Context, memcacheds dynamic.ResourceInterface, by string) error {
+	titled := false
+	title := func() {
+		if !titled {
+			d.title("Removing what " + by + " left")
+			titled = true
+		}
+	}
+	m, err := memcacheds.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return err
+	default:
+		title()
+		d.say("memcached/%s is left (finalizers: %s)", name, strings.Join(m.GetFinalizers(), ", "))
+		if len(m.GetFinalizers()) > 0 {
+			patch := []byte(`{"metadata":{"finalizers":null}}`)
+			if _, err := memcacheds.Patch(ctx, name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: "memcached-demo"}); ignoreNotFound(err) != nil {
+				return fmt.Errorf("removing the finalizers of memcached/%s: %w", name, err)
+			}
+			d.say("removed its finalizers with a JSON merge patch (no App runs to finalize it)")
+		}
+		if err := memcacheds.Delete(ctx, name, metav1.DeleteOptions{}); ignoreNotFound(err) != nil {
+			return fmt.Errorf("deleting memcached/%s: %w", name, err)
+		}
+		if err := poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+			_, err := memcacheds.Get(ctx, name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), ignoreNotFound(err)
+		}); err != nil {
+			return fmt.Errorf("waiting for memcached/%s to be deleted: %w", name, err)
+		}
+		d.say("deleted memcached/%s", name)
+	}
+	// Its Deployment is the garbage collector's to delete, in its own time:
+	// the demo deletes it now, so the next run starts from nothing.
+	deployments := d.kube.AppsV1().Deployments(d.namespace)
+	dep, err := deployments.Get(ctx, name, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil
+	case err != nil:
+		return err
+	}
+	if !ownedByMemcached(dep.OwnerReferences) {
+		return nil
+	}
+	title()
+	if err := deployments.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &dep.UID}}); ignoreNotFound(err) != nil && !apierrors.IsConflict(err) {
+		return fmt.Errorf("deleting deployment/%s: %w", name, err)
+	}
+	if err := poll(ctx, 30*time.Second, func(ctx context.Context) (bool, error) {
+		got, err := deployments.Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err) || (err == nil && got.UID != dep.UID), ignoreNotFound(err)
+	}); err != nil {
+		return fmt.Errorf("waiting for deployment/%s to be deleted: %w", name, err)
+	}
+	d.say("deleted deployment/%s, which it owned", name)
+	return nil
+}
+
+// ownedByMemcached reports whether refs name a Memcached of the demo's
+// name as an owner.
+func ownedByMemcached(refs []metav1.OwnerReference) bool {
+	for _, r := range refs {
+		if r.Kind == "Memcached" && r.Name == name && strings.HasPrefix(r.APIVersion, app.Memcached.GVR().Group+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 // startCluster builds and starts the local control plane, or connects to
