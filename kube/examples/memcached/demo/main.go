@@ -44,6 +44,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/klog/v2"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 
 	"go.opentelemetry.io/otel/log"
 
@@ -105,6 +109,9 @@ const name = "example"
 // an existing cluster (or says what is left behind), stops the local control
 // plane, and returns ctx's error.
 func (d *demo) run(ctx context.Context, kubeconfig string) (err error) {
+	// The demo's own client-go clients log through the context's logger,
+	// never klog's global one.
+	ctx = klog.NewContext(ctx, d.clientLogger())
 	if err := d.startCluster(ctx, kubeconfig); err != nil {
 		return err
 	}
@@ -205,7 +212,7 @@ func (d *demo) interrupted(a *runningApp, memcacheds dynamic.ResourceInterface) 
 		d.say("(what it made goes with the control plane)")
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(klog.NewContext(context.Background(), d.clientLogger()), 30*time.Second)
 	defer cancel()
 	if err := d.removeLeftovers(ctx, memcacheds, "the interrupted run"); err != nil {
 		d.say("could not remove them: %v", err)
@@ -646,6 +653,18 @@ func (d *demo) holder(ctx context.Context) (string, error) {
 		return "", ignoreNotFound(err)
 	}
 	return *l.Spec.HolderIdentity, nil
+}
+
+// clientLogger is the logger of the demo's own client-go clients: with -v,
+// it prints their records under the current step, as "│ demo ..."; else
+// it discards them (their errors are the demo's to report).
+func (d *demo) clientLogger() logr.Logger {
+	if !d.verbose {
+		return logr.Discard()
+	}
+	return funcr.New(func(prefix, args string) {
+		fmt.Fprintf(d.out, "   │ demo %s %s\n", prefix, args)
+	}, funcr.Options{Verbosity: 4})
 }
 
 func (d *demo) title(s string) {
