@@ -16,6 +16,12 @@
 // k3s's), in the namespace -namespace, and leaves the cluster running.
 // There is no kubelet in the local control plane, so the Deployment's pods
 // never run and its ready replicas stay 0.
+//
+// Ctrl-C (or SIGTERM) stops the App with SIGTERM first; on an existing
+// cluster the demo then removes the Memcached and its Deployment (or says
+// what is left, and how to remove it), and a next run removes what an
+// earlier, killed run left. Then it stops the local control plane and
+// exits 130. A second Ctrl-C exits at once.
 package main
 
 import (
