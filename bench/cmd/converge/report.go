@@ -108,6 +108,16 @@ func configs(runs []Run) [][2]int {
 	return out
 }
 
+// ran is whether peer was run at k at all.
+func ran(runs []Run, peer string, k [2]int) bool {
+	for _, r := range runs {
+		if r.Peer == peer && r.Objects == k[0] && r.Workers == k[1] {
+			return true
+		}
+	}
+	return false
+}
+
 // find is the successful run of peer at k.
 func find(runs []Run, peer string, k [2]int) (Run, bool) {
 	for _, r := range runs {
@@ -132,8 +142,10 @@ func (rep *Report) print(out io.Writer) {
 				r, ok := find(rep.Runs, p, k)
 				v, has := f.get(r)
 				switch {
-				case !ok:
+				case !ok && ran(rep.Runs, p, k):
 					row = append(row, "failed")
+				case !ok:
+					row = append(row, "-")
 				case !has:
 					row = append(row, "-")
 				default:
