@@ -70,6 +70,11 @@ type Controller struct {
 
 	// finalizer is Finalize's name, or "" without Finalize.
 	finalizer string
+	// finalized holds the uid of each object whose finalizer the
+	// controller has removed, until the informer sees it deleted: until
+	// then the cache still shows it with its finalizer, and a key queued
+	// again while f ran would run f a second time.
+	finalized sync.Map // types.UID → struct{}
 	// handle is the part of a reconcile that knows the object's Go type:
 	// steps 2 to 6 of Reconciling (reconcile.go).
 	handle func(ctx context.Context, c *Controller, u *unstructured.Unstructured) (after time.Duration, err error)

@@ -6,9 +6,12 @@ import (
 	"reflect"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Finalize keeps every object until f has cleaned up after it. The
@@ -93,10 +96,39 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstruc
 	}}
 	_, err := c.clients.dynamic.Resource(c.gvr).Namespace(u.GetNamespace()).Apply(ctx, u.GetName(), apply,
 		metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true})
+	if !keep && (apierrors.IsNotFound(err) || apierrors.IsConflict(err)) {
+		// The object is gone: the API server refuses an apply naming the
+		// uid of an object that no longer exists ("uid mismatch", a
+		// Conflict; the apply is forced, so no field conflicts), and there
+		// is no finalizer left to remove.
+		err = nil
+	}
 	if err != nil {
 		return fmt.Errorf("kube: %s finalizer %q of %s: %w", verb, c.finalizer, c.describe(u), err)
 	}
+	if !keep {
+		c.finalized.Store(u.GetUID(), struct{}{})
+	}
 	return nil
+}
+
+// wasFinalized reports whether the controller has already removed its
+// finalizer from u, which the cache shows only until the informer sees u
+// deleted.
+func (c *Controller) wasFinalized(u *unstructured.Unstructured) bool {
+	_, ok := c.finalized.Load(u.GetUID())
+	return ok
+}
+
+// forgetFinalized forgets a deleted object's uid, which no object will
+// have again.
+func (c *Controller) forgetFinalized(obj any) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = d.Obj
+	}
+	if m, err := meta.Accessor(obj); err == nil {
+		c.finalized.Delete(m.GetUID())
+	}
 }
 
 // applyMetadata is the metadata of an apply to u: its name, its namespace,

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 )
@@ -269,5 +270,63 @@ func TestDeletingObjectWithOnlyAnotherControllersFinalizerIsLeftAlone(t *testing
 		require.Empty(t, f.applies, "the controller's finalizer is not added to an object being deleted")
 		require.Equal(t, []string{"other.example.com/keep"}, f.get(t, widgetGVR, testNamespace, "w1").GetFinalizers())
 		require.NoError(t, s.stop(t))
+	})
+}
+
+// The cache can still show a finalized object, finalizer and all, when its
+// key comes round again before the informer sees it deleted: a change made
+// while f ran queues the key once more. f must not run a second time.
+func TestFinalizeRunsOnceWhenTheCacheStillShowsTheFinalizedObject(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWidget("w1", 1)
+		w.SetFinalizers([]string{widgetFinalizer})
+		now := metav1.Now()
+		w.SetDeletionTimestamp(&now)
+		f := newFakeCluster(t, w)
+		var finalizes counter
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(context.Context, widget) (Result[widgetStatus], error) {
+				t.Error("a deleting object is finalized, not reconciled")
+				return Result[widgetStatus]{}, nil
+			}),
+			Finalize(widgetFinalizer, func(ctx context.Context, w widget) error {
+				finalizes.add(w.Name)
+				return nil
+			}))
+		stale := w.DeepCopy()
+
+		_, err := c.handle(t.Context(), c, stale)
+		require.NoError(t, err)
+		require.False(t, f.exists(widgetGVR, testNamespace, "w1"), "removing the finalizer completes the deletion")
+
+		_, err = c.handle(t.Context(), c, stale)
+		require.NoError(t, err, "the object is gone: there is nothing left to do")
+		require.Equal(t, map[string]int{"w1": 1}, finalizes.get(), "f runs once")
+	})
+}
+
+// When the object is gone before the finalizer is removed (deleted by
+// another path, or finalized by an earlier leader), removing it is done.
+func TestRemovingTheFinalizerOfAnObjectThatIsGoneIsDone(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w := newWidget("w1", 1)
+		w.SetFinalizers([]string{widgetFinalizer})
+		now := metav1.Now()
+		w.SetDeletionTimestamp(&now)
+		f := newFakeCluster(t)
+		var finalizes counter
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(context.Context, widget) (Result[widgetStatus], error) {
+				return Result[widgetStatus]{}, nil
+			}),
+			Finalize(widgetFinalizer, func(ctx context.Context, w widget) error {
+				finalizes.add(w.Name)
+				return nil
+			}))
+
+		_, err := c.handle(t.Context(), c, w)
+		require.NoError(t, err)
+		require.Equal(t, map[string]int{"w1": 1}, finalizes.get())
+		require.False(t, f.exists(widgetGVR, testNamespace, "w1"), "the remove's apply, which names the uid, never recreates the object")
 	})
 }

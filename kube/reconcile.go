@@ -127,7 +127,7 @@ func (t objectType[T]) handle(ctx context.Context, c *Controller, u *unstructure
 	// 3. Handle the finalizer, and 4. leave an object that is being deleted
 	// alone otherwise.
 	if u.GetDeletionTimestamp() != nil {
-		if t.finalize == nil || !c.hasFinalizer(u) {
+		if t.finalize == nil || !c.hasFinalizer(u) || c.wasFinalized(u) {
 			return 0, nil
 		}
 		if err := t.finalize(ctx, obj); err != nil {

@@ -186,7 +186,10 @@ func (c *Controller) objectHandler(queue workqueue.TypedInterface[string]) cache
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc:    enqueue,
 		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: enqueue,
+		DeleteFunc: func(obj any) {
+			c.forgetFinalized(obj)
+			enqueue(obj)
+		},
 	}
 }
 
