@@ -28,3 +28,6 @@ echo "== tests against the local control plane"
 # inside LeaseDuration) that two clusters on two cores would blur.
 go test -tags controlplane -count=1 -p 1 -timeout 30m \
   ./controlplane/... ./kube/ ./kube/examples/...
+
+echo "== the converge benchmark, smoke run (N=10, W=1: it works, not how fast)"
+go run ./bench/cmd/converge -smoke -json ""
