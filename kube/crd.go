@@ -62,7 +62,9 @@ import (
 // that is neither Namespaced nor Cluster;
 // a type that implements json.Marshaler and has no Schema; a map whose keys
 // aren't strings, an interface, a channel or a function; a type that
-// contains itself; a constraint that doesn't fit its field's type; a rule
+// contains itself; a constraint that doesn't fit its field's type, and an
+// Enum on a field that encodes as null (which the API server refuses
+// against any enum); a rule
 // that names no field, a rule on a field that isn't encoded, Rules for a
 // type that appears nowhere, and two Rules for one type. With an error, the
 // CRD is nil.

@@ -275,7 +275,7 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 			p = b.schema(ft, fpath)
 		}
 		required := !f.omit && !f.viaPointer
-		defaulted := false
+		defaulted, enum := false, false
 		// The rules of each struct along the field's index sequence, the
 		// innermost first, so the outer type's rules win.
 		owner := make([]reflect.Type, len(f.index))
@@ -301,6 +301,7 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 					defaulted = true
 				}
 				for n, c := range fr.constraints {
+					enum = enum || c.name == "Enum"
 					if err := applyConstraint(c, &p); err != nil {
 						b.report(fmt.Sprintf("rule %s %d %d", owner[i], k, n), fmt.Errorf("kube: %s: Rules for %s: %s: %s %w", fpath, owner[i], goFieldName(owner[i], fr.index), c.name, err))
 					}
@@ -316,6 +317,11 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 		// that is missing.
 		if (ptr || !f.quoted && b.mayBeNil(ft)) && !f.omit && !defaulted {
 			p.Nullable = true
+			if enum {
+				// The API server checks a null against the enum too, and
+				// refuses it, whatever the enum holds.
+				b.report("nullable enum "+fpath, fmt.Errorf("kube: %s: %s has an Enum, but encoding/json writes it as null when it is nil, which the API server checks against the enum and refuses: make it omitempty or omitzero, or give it a Default", fpath, goFieldName(t, f.index)))
+			}
 		}
 		s.Properties[f.name] = p
 		if required {

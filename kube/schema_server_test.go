@@ -126,3 +126,47 @@ func TestStringIsIgnoredOnATypeThatEncodesItself(t *testing.T) {
 	requireServerValid(t, crd)
 	requireServerAccepts(t, crd, s{Level: 2})
 }
+
+type modes struct {
+	Mode     *string  `json:"mode"`
+	Modes    []string `json:"modes"`
+	Optional *string  `json:"optional,omitempty"`
+	Given    *string  `json:"given"`
+}
+
+var md modes
+
+func TestAnEnumOnAFieldThatEncodesAsNullIsAnError(t *testing.T) {
+	slow := "slow"
+	r := resourceOf[modes](kube.Rules(&md,
+		kube.Field(&md.Mode).Enum(&slow),
+		kube.Field(&md.Modes).Enum([]string{"a"}),
+		kube.Field(&md.Optional).Enum(&slow),
+		kube.Field(&md.Given).Enum(&slow).Default(&slow),
+	))
+	_, err := r.CRD()
+	requireErrorsContain(t, err,
+		"kube: spec.mode: modes.Mode has an Enum, but encoding/json writes it as null when it is nil",
+		"kube: spec.modes: modes.Modes has an Enum",
+	)
+	require.NotContains(t, err.Error(), "spec.optional")
+	require.NotContains(t, err.Error(), "spec.given")
+
+	// What the API server makes of such a field: null is refused.
+	r.Rules = nil
+	crd, err := r.CRD()
+	require.NoError(t, err)
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	mode := spec.Properties["mode"]
+	mode.Enum = []apiextensionsv1.JSON{{Raw: []byte(`"slow"`)}}
+	spec.Properties["mode"] = mode
+	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec
+	require.Contains(t, serverObjectErrors(t, crd, modes{}), `spec.mode: Unsupported value: null: supported values: "slow"`)
+
+	// And what it makes of the fields CRD accepts.
+	r.Rules = []kube.TypeRules{kube.Rules(&md, kube.Field(&md.Optional).Enum(&slow), kube.Field(&md.Given).Enum(&slow).Default(&slow))}
+	crd, err = r.CRD()
+	require.NoError(t, err)
+	requireServerValid(t, crd)
+	requireServerAccepts(t, crd, modes{})
+}
