@@ -40,6 +40,8 @@ func TestCRDsAgainstTheAPIServer(t *testing.T) {
 	t.Run("EveryRow", func(t *testing.T) { testEveryRowOnServer(t, a) })
 	t.Run("TemplateMetadata", func(t *testing.T) { testTemplateMetadataOnServer(t, a) })
 	t.Run("Nils", func(t *testing.T) { testNilsOnServer(t, a) })
+	t.Run("Quoted", func(t *testing.T) { testQuotedOnServer(t, a) })
+	t.Run("NullableEnum", func(t *testing.T) { testNullableEnumOnServer(t, a) })
 }
 
 type apiServer struct {
@@ -378,4 +380,49 @@ func testNilsOnServer(t *testing.T, a apiServer) {
 		"args": nil, "env": nil, "data": nil, "ptr": nil,
 		"defaulted": []any{"d"}, "defaultPtr": int64(7),
 	}, got.Object["spec"])
+}
+
+// testQuotedOnServer: fields tagged ",string" keep their Defaults, and a
+// nil pointer among them, written as null, is kept.
+func testQuotedOnServer(t *testing.T, a apiServer) {
+	var v quotedSpec
+	r := kube.Resource[quotedSpec, struct{}]{
+		Group: "test.humus.z5labs.dev", Version: "v1", Kind: "Quoted", Plural: "quoteds", Scope: kube.Namespaced,
+		Rules: []kube.TypeRules{kube.Rules(&v,
+			kube.Field(&v.Replicas).Default(3).Enum(1, 3),
+			kube.Field(&v.Name).Default("a"),
+		)},
+	}
+	crd, err := r.CRD()
+	require.NoError(t, err)
+	a.install(t, crd)
+	sent := toMap(t, quotedSpec{Replicas: 1})
+	delete(sent, "replicas")
+	got, err := a.create(t, r.GVR(), object("Quoted", r.Group+"/"+r.Version, "quoted", sent))
+	require.NoError(t, err, "a spec as encoding/json writes it, with a nil pointer")
+	require.Equal(t, map[string]any{"replicas": "3", "name": `"a"`, "max": nil}, got.Object["spec"])
+	var back quotedSpec
+	b, err := json.Marshal(got.Object["spec"])
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &back), "encoding/json reads the defaults back")
+	require.Equal(t, quotedSpec{Replicas: 3, Name: "a"}, back)
+}
+
+// testNullableEnumOnServer proves why CRD refuses an Enum on a field that
+// encodes as null: the API server refuses the null against the enum.
+func testNullableEnumOnServer(t *testing.T, a apiServer) {
+	r := kube.Resource[modes, struct{}]{
+		Group: "test.humus.z5labs.dev", Version: "v1", Kind: "Mode", Plural: "modes", Scope: kube.Namespaced,
+	}
+	crd, err := r.CRD()
+	require.NoError(t, err)
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	mode := spec.Properties["mode"]
+	require.True(t, mode.Nullable)
+	mode.Enum = []apiextensionsv1.JSON{{Raw: []byte(`"slow"`)}}
+	spec.Properties["mode"] = mode
+	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec
+	a.install(t, crd)
+	_, err = a.create(t, r.GVR(), object("Mode", r.Group+"/"+r.Version, "nil-mode", toMap(t, modes{})))
+	require.ErrorContains(t, err, `spec.mode: Unsupported value: null: supported values: "slow"`)
 }
