@@ -22,12 +22,12 @@ go run ./controlplane/cmd/controlplane build
 echo "== unit tests"
 go test -race -count=1 "${pkgs[@]}"
 
+echo "== the converge benchmark, smoke run (N=10, W=1: it works, not how fast)"
+go run ./bench/cmd/converge -smoke -json ""
+
 echo "== tests against the local control plane"
 # One package at a time: each starts its own control plane, and the
 # whole-App tests assert timings (a scale undone within a second, a takeover
 # inside LeaseDuration) that two clusters on two cores would blur.
 go test -tags controlplane -count=1 -p 1 -timeout 30m \
   ./controlplane/... ./kube/ ./kube/examples/...
-
-echo "== the converge benchmark, smoke run (N=10, W=1: it works, not how fast)"
-go run ./bench/cmd/converge -smoke -json ""
