@@ -10,11 +10,6 @@ import (
 
 	"github.com/z5labs/humus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	otellog "go.opentelemetry.io/otel/log"
-	lognoop "go.opentelemetry.io/otel/log/noop"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	"go.opentelemetry.io/otel/propagation"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/net/http2"
 )
 
@@ -109,27 +104,16 @@ func newTransport(s *humus.Setup, c Connection) (*transport, error) {
 	h2.PingTimeout = http2PingTimeout
 
 	t := &transport{base: base, h2: h2}
+	tel := withNoops(s.Telemetry)
 	var next http.RoundTripper = base
 	if c.Token != nil {
-		t.tokens = newTokenSource(c.Token, loggerProvider(s).Logger(scope))
+		t.tokens = newTokenSource(c.Token, tel.LoggerProvider.Logger(scope))
 		next = &bearer{tokens: t.tokens, next: base}
 	}
-	tp, mp, prop := s.Telemetry.TracerProvider, s.Telemetry.MeterProvider, s.Telemetry.Propagator
-	if tp == nil {
-		tp = tracenoop.NewTracerProvider()
-	}
-	if mp == nil {
-		mp = metricnoop.NewMeterProvider()
-	}
-	if prop == nil {
-		// An empty composite injects nothing; otelhttp would otherwise
-		// fall back to the global propagator.
-		prop = propagation.NewCompositeTextMapPropagator()
-	}
 	t.RoundTripper = otelhttp.NewTransport(next,
-		otelhttp.WithTracerProvider(tp),
-		otelhttp.WithMeterProvider(mp),
-		otelhttp.WithPropagators(prop),
+		otelhttp.WithTracerProvider(tel.TracerProvider),
+		otelhttp.WithMeterProvider(tel.MeterProvider),
+		otelhttp.WithPropagators(tel.Propagator),
 		otelhttp.WithFilter(func(r *http.Request) bool { return !isWatch(r) }),
 	)
 	return t, nil
@@ -140,14 +124,6 @@ func newTransport(s *humus.Setup, c Connection) (*transport, error) {
 func (t *transport) CloseIdleConnections() {
 	t.base.CloseIdleConnections()
 	t.h2.CloseIdleConnections()
-}
-
-// loggerProvider is s.Telemetry's LoggerProvider, or a no-op one for nil.
-func loggerProvider(s *humus.Setup) otellog.LoggerProvider {
-	if lp := s.Telemetry.LoggerProvider; lp != nil {
-		return lp
-	}
-	return lognoop.NewLoggerProvider()
 }
 
 // isWatch reports whether r is a watch, which lasts as long as an informer
