@@ -99,10 +99,16 @@ func (s *tokenSource) Token(ctx context.Context) (string, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		defer func() { <-s.call }()
-		fresh, err := s.callToken(ctx)
-		token, err := s.record(ctx, fresh, err)
-		done <- result{token, err}
+		// The call token is given back before the request hears the
+		// result, so that the request after it, once the clock says a
+		// call is due, finds no call in flight and makes its own.
+		r := func() result {
+			defer func() { <-s.call }()
+			fresh, err := s.callToken(ctx)
+			token, err := s.record(ctx, fresh, err)
+			return result{token, err}
+		}()
+		done <- r
 	}()
 	select {
 	case r := <-done:
