@@ -259,7 +259,7 @@ func createWidget(ctx context.Context, dyn dynamic.Interface, gvr schema.GroupVe
 		"metadata":   map[string]any{"name": name},
 		"spec":       map[string]any{"size": size},
 	}}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for {
 		u, err := dyn.Resource(gvr).Namespace(namespace).Create(ctx, obj, metav1.CreateOptions{})
 		if !apierrors.IsNotFound(err) || time.Now().After(deadline) {

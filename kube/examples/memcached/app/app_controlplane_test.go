@@ -153,10 +153,13 @@ func TestMemcachedApp(t *testing.T) {
 
 		start := time.Now()
 		require.Equal(t, 0, a0.Terminate(t))
-		e.WaitHolder(t, leaseDuration, ns, app.FieldManager, "replica-1")
-		took := time.Since(start)
-		t.Logf("replica-1 took the Lease %v after replica-0's SIGTERM (LeaseDuration %v)", took.Round(time.Millisecond), leaseDuration)
-		require.Less(t, took, leaseDuration/2)
+		// replica-0 released the Lease before it exited: it no longer
+		// holds it, so replica-1 need not wait out LeaseDuration.
+		holder, err := e.Holder(t.Context(), ns, app.FieldManager)
+		require.NoError(t, err)
+		require.NotEqual(t, "replica-0", holder, "the Lease's holder once replica-0 exited 0")
+		e.WaitHolder(t, 2*leaseDuration, ns, app.FieldManager, "replica-1")
+		t.Logf("replica-1 took the Lease %v after replica-0's SIGTERM (LeaseDuration %v)", time.Since(start).Round(time.Millisecond), leaseDuration)
 
 		scaleAndWaitUndone(t, e.Kube.AppsV1().Deployments(ns), "cache", 2)
 		require.Positive(t, apptest.CountSpans(tel1, reconcileSpan), "the new holder's reconciles")
@@ -231,7 +234,7 @@ func testLifecycle(t *testing.T, e apptest.Env, ns string, tel *humustest.Teleme
 		require.ElementsMatch(t, []string{"Apply ", "Apply status"}, applies)
 	})
 
-	t.Run("AHandMadeScaleIsUndoneWithinASecond", func(t *testing.T) {
+	t.Run("AHandMadeScaleIsUndone", func(t *testing.T) {
 		scaleAndWaitUndone(t, deployments, "cache", 2)
 	})
 
@@ -318,7 +321,11 @@ func scaleAndWaitUndone(t *testing.T, deployments appsv1client.DeploymentInterfa
 	_, err = deployments.UpdateScale(t.Context(), name, scale, metav1.UpdateOptions{FieldManager: "kubectl-scale"})
 	require.NoError(t, err)
 	start := time.Now()
-	apptest.Eventually(t, time.Second, "the scale to be undone", func(ctx context.Context) (bool, error) {
+	// The Deployment's watch queues its owner: a resync, which would undo
+	// it too, is hours away (kube.DefaultSettings), so 30s tells the two
+	// apart even on a busy machine. How long it took is logged, not
+	// asserted: the prototype's "within the second" is a speed.
+	apptest.Eventually(t, 30*time.Second, "the scale to be undone", func(ctx context.Context) (bool, error) {
 		d, err := deployments.Get(ctx, name, metav1.GetOptions{})
 		return err == nil && *d.Spec.Replicas == want, err
 	})
