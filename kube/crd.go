@@ -46,10 +46,14 @@ import (
 // are encoded as strings too. A field is required unless its
 // tag has omitempty or omitzero, it has a Default, or it is promoted
 // through an embedded pointer. A field of a pointer, slice or map, which
-// encoding/json writes as null when it is nil, is nullable unless it is
-// omitempty, omitzero or has a Default (a pointer tagged ",string" too,
-// since a nil one is written as null): the API server drops a null that
-// isn't nullable, and would then find a required field missing.
+// encoding/json writes as null when it is nil, or of metav1.Time,
+// metav1.MicroTime or runtime.RawExtension, written as null when it is zero,
+// is nullable unless it is omitempty, omitzero or has a Default (a pointer
+// tagged ",string" too, since a nil one is written as null): the API server
+// drops a null that isn't nullable, and would then find a required field
+// missing. An item of a slice or map of these is nullable too. The one
+// exception is metav1.Condition's lastTransitionTime, which stays
+// required and not nullable, as Kubernetes' ValidateConditions requires it.
 //
 // A metav1.ObjectMeta below the root, as in a pod template, keeps every
 // field it is given: with a bare type: object, the API server would prune

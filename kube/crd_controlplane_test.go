@@ -157,6 +157,13 @@ func testMemcachedOnServer(t *testing.T, a apiServer) {
 		require.Error(t, err)
 		require.Contains(t, err.Error(), `status.conditions[1]: Duplicate value: {"type":"Available"}`)
 		t.Log(err)
+
+		// A condition's lastTransitionTime, unlike another zero
+		// metav1.Time, is not nullable: the API server refuses its null.
+		cond.LastTransitionTime = metav1.Time{}
+		got.Object["status"] = toMap(t, MemcachedStatus{ReadyReplicas: 1, Conditions: []metav1.Condition{cond}})
+		_, err = a.dyn.Resource(gvr).Namespace("default").UpdateStatus(t.Context(), got, metav1.UpdateOptions{FieldValidation: metav1.FieldValidationStrict})
+		require.ErrorContains(t, err, "status.conditions[0].lastTransitionTime: Required value")
 	})
 }
 
@@ -351,7 +358,8 @@ func testTemplateMetadataOnServer(t *testing.T, a apiServer) {
 }
 
 // testNilsOnServer shows that what encoding/json writes for a nil pointer,
-// slice or map is accepted, and that a defaulted one is defaulted.
+// slice or map, and for a zero metav1.Time, MicroTime or RawExtension, is
+// accepted and kept, and that a defaulted one is defaulted.
 func testNilsOnServer(t *testing.T, a apiServer) {
 	type spec struct {
 		Args       []string          `json:"args"`
@@ -360,6 +368,11 @@ func testNilsOnServer(t *testing.T, a apiServer) {
 		Ptr        *int32            `json:"ptr"`
 		Defaulted  []string          `json:"defaulted"`
 		DefaultPtr *int32            `json:"defaultPtr"`
+		// Their MarshalJSON writes null for a zero value.
+		Time      metav1.Time          `json:"time"`
+		MicroTime metav1.MicroTime     `json:"microTime"`
+		Raw       runtime.RawExtension `json:"raw"`
+		Times     []metav1.Time        `json:"times"`
 	}
 	var v spec
 	r := kube.Resource[spec, struct{}]{
@@ -372,14 +385,24 @@ func testNilsOnServer(t *testing.T, a apiServer) {
 	crd, err := r.CRD()
 	require.NoError(t, err)
 	a.install(t, crd)
-	sent := toMap(t, spec{})
-	require.Equal(t, map[string]any{"args": nil, "env": nil, "data": nil, "ptr": nil, "defaulted": nil, "defaultPtr": nil}, sent)
+	sent := toMap(t, spec{Times: []metav1.Time{{}}})
+	require.Equal(t, map[string]any{
+		"args": nil, "env": nil, "data": nil, "ptr": nil, "defaulted": nil, "defaultPtr": nil,
+		"time": nil, "microTime": nil, "raw": nil, "times": []any{nil},
+	}, sent)
 	got, err := a.create(t, r.GVR(), object("Nil", r.Group+"/"+r.Version, "nils", sent))
 	require.NoError(t, err, "a zero spec, as encoding/json writes it")
 	require.Equal(t, map[string]any{
 		"args": nil, "env": nil, "data": nil, "ptr": nil,
 		"defaulted": []any{"d"}, "defaultPtr": int64(7),
+		"time": nil, "microTime": nil, "raw": nil, "times": []any{nil},
 	}, got.Object["spec"])
+	var back spec
+	b, err := json.Marshal(got.Object["spec"])
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &back), "encoding/json reads the nulls back")
+	require.True(t, back.Time.IsZero())
+	require.Nil(t, back.Raw.Raw)
 }
 
 // testQuotedOnServer: fields tagged ",string" keep their Defaults, and a

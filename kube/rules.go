@@ -289,7 +289,7 @@ func (f FieldOf[T]) ListSet() FieldOf[T] {
 		case it != nil && it.Type == "object":
 			return fmt.Errorf("fits a list of scalars, not of objects: use ListMap")
 		case it != nil && it.Nullable:
-			return fmt.Errorf("fits a list whose items can't be null, not of pointers, slices or maps")
+			return fmt.Errorf("fits a list whose items can't be null, not of pointers, slices, maps, metav1.Times or RawExtensions")
 		}
 		return nil
 	})

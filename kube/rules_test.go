@@ -211,7 +211,11 @@ func TestRuleErrorsNameTheFieldAndConstraint(t *testing.T) {
 			Sub  Window  `json:"sub"`
 			Same string  `json:"same"`
 		} `json:"items"`
-		Ptrs []*Endpoint `json:"ptrs"`
+		Ptrs  []*Endpoint   `json:"ptrs"`
+		Times []metav1.Time `json:"times"`
+		Stamp []struct {
+			At metav1.Time `json:"at"`
+		} `json:"stamp"`
 	}
 	var o optionalKey
 	_, err := resourceOf[constrained](kube.Rules(&c,
@@ -251,12 +255,17 @@ func TestRuleErrorsNameTheFieldAndConstraint(t *testing.T) {
 	_, err = resourceOf[optionalKey](kube.Rules(&o,
 		kube.Field(&o.Items).ListMap("key", "ptr", "sub", "same"),
 		kube.Field(&o.Ptrs).ListMap("name"),
+		kube.Field(&o.Times).ListSet(),
+		kube.Field(&o.Stamp).ListMap("at"),
 	), kube.Rules(&e)).CRD()
 	requireErrorsContain(t, err,
 		`key "key" is optional: a key must be required (no omitempty or omitzero) or have a Default`,
 		`key "ptr" is nullable, and a key can't be`,
 		`key "sub" is a object, not a scalar`,
 		"optionalKey.Ptrs: ListMap fits a list of structs, not of pointers",
+		// A zero metav1.Time encodes as null.
+		"optionalKey.Times: ListSet fits a list whose items can't be null, not of pointers, slices, maps, metav1.Times or RawExtensions",
+		`optionalKey.Stamp: ListMap key "at" is nullable, and a key can't be`,
 	)
 	require.NotContains(t, err.Error(), `"same"`)
 }

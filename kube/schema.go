@@ -29,6 +29,7 @@ var (
 	intOrStringType = reflect.TypeFor[intstr.IntOrString]()
 	rawType         = reflect.TypeFor[runtime.RawExtension]()
 	objectMetaType  = reflect.TypeFor[metav1.ObjectMeta]()
+	conditionType   = reflect.TypeFor[metav1.Condition]()
 )
 
 // reflector reflects Go types into one structural schema, constrained by
@@ -207,13 +208,20 @@ func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSch
 	return apiextensionsv1.JSONSchemaProps{Type: "object"}
 }
 
-// mayBeNil reports whether encoding/json writes null for a nil value of t:
-// a slice or a map that doesn't encode itself.
+// mayBeNil reports whether encoding/json writes null for a nil or zero
+// value of t: a slice or a map that doesn't encode itself, and
+// metav1.Time, metav1.MicroTime and runtime.RawExtension, whose MarshalJSON
+// writes null for a zero value. A type given its schema with Schema is the
+// user's to mark nullable.
 func (b *reflector) mayBeNil(t reflect.Type) bool {
-	if t.Kind() != reflect.Slice && t.Kind() != reflect.Map {
+	if r := b.rules[t]; r != nil && r.schema != nil {
 		return false
 	}
-	if r := b.rules[t]; r != nil && r.schema != nil {
+	switch t {
+	case timeType, microTimeType, rawType:
+		return true
+	}
+	if t.Kind() != reflect.Slice && t.Kind() != reflect.Map {
 		return false
 	}
 	p := reflect.PointerTo(t)
@@ -312,15 +320,20 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 			quoteValues(&p)
 		}
 		// encoding/json writes null for a nil pointer (",string" or not),
-		// slice or map. The API server drops a null it may not keep, and
+		// slice or map, and for a zero metav1.Time, MicroTime or
+		// RawExtension. The API server drops a null it may not keep, and
 		// then finds a required field missing; and it defaults only a field
 		// that is missing.
-		if (ptr || !f.quoted && b.mayBeNil(ft)) && !f.omit && !defaulted {
+		// metav1.Condition is the exception: its lastTransitionTime stays
+		// required and not nullable, as Kubernetes' own ValidateConditions
+		// requires it set (apimachinery's meta/v1/validation), so a
+		// condition without one is refused rather than stored as null.
+		if (ptr || !f.quoted && b.mayBeNil(ft)) && !f.omit && !defaulted && t != conditionType {
 			p.Nullable = true
 			if enum {
 				// The API server checks a null against the enum too, and
 				// refuses it, whatever the enum holds.
-				b.report("nullable enum "+fpath, fmt.Errorf("kube: %s: %s has an Enum, but encoding/json writes it as null when it is nil, which the API server checks against the enum and refuses: make it omitempty or omitzero, or give it a Default", fpath, goFieldName(t, f.index)))
+				b.report("nullable enum "+fpath, fmt.Errorf("kube: %s: %s has an Enum, but encoding/json writes it as null when it is nil or zero, which the API server checks against the enum and refuses: make it omitempty or omitzero, or give it a Default", fpath, goFieldName(t, f.index)))
 			}
 		}
 		s.Properties[f.name] = p

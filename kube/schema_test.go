@@ -100,13 +100,15 @@ func TestSchemaOfEveryRowOfTheTable(t *testing.T) {
 		{"an empty struct", propOf[struct{}], apiextensionsv1.JSONSchemaProps{Type: "object"}},
 		{"*T", propOf[*int32], nullable(int32Schema)},
 		{"**T", propOf[**string], nullable(stringSchema)},
-		{"metav1.Time", propOf[metav1.Time], apiextensionsv1.JSONSchemaProps{Type: "string", Format: "date-time"}},
-		{"metav1.MicroTime", propOf[metav1.MicroTime], apiextensionsv1.JSONSchemaProps{Type: "string", Format: "date-time"}},
+		// A zero metav1.Time, MicroTime or RawExtension encodes as null,
+		// which the API server refuses in a field that isn't nullable.
+		{"metav1.Time", propOf[metav1.Time], nullable(apiextensionsv1.JSONSchemaProps{Type: "string", Format: "date-time"})},
+		{"metav1.MicroTime", propOf[metav1.MicroTime], nullable(apiextensionsv1.JSONSchemaProps{Type: "string", Format: "date-time"})},
 		{"*metav1.Time", propOf[*metav1.Time], apiextensionsv1.JSONSchemaProps{Type: "string", Format: "date-time", Nullable: true}},
 		{"metav1.Duration", propOf[metav1.Duration], stringSchema},
 		{"resource.Quantity", propOf[resource.Quantity], intOrString},
 		{"intstr.IntOrString", propOf[intstr.IntOrString], intOrString},
-		{"runtime.RawExtension", propOf[runtime.RawExtension], apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)}},
+		{"runtime.RawExtension", propOf[runtime.RawExtension], nullable(apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)})},
 		{"metav1.ObjectMeta", propOf[metav1.ObjectMeta], apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)}},
 		{"an encoding.TextMarshaler is a string", propOf[textual], stringSchema},
 	} {
