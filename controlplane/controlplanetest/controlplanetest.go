@@ -36,6 +36,17 @@ func WithControllers(names ...string) Option {
 	return func(o *controlplane.Options) { o.ExtraControllers = append(o.ExtraControllers, names...) }
 }
 
+// WithAPIServerFlags adds flags to kube-apiserver's (Options.APIServerFlags),
+// for example "--enable-admission-plugins=OwnerReferencesPermissionEnforcement".
+func WithAPIServerFlags(flags ...string) Option {
+	return func(o *controlplane.Options) { o.APIServerFlags = append(o.APIServerFlags, flags...) }
+}
+
+// External reports whether Start connects to an existing cluster, named by
+// HUMUS_TEST_KUBECONFIG, on which the Options (an admission plugin, a
+// controller) may not hold: a test of what they do skips there.
+func External() bool { return os.Getenv(KubeconfigEnv) != "" }
+
 // WithOptions replaces the options wholesale.
 func WithOptions(opts controlplane.Options) Option {
 	return func(o *controlplane.Options) { *o = opts }

@@ -11,10 +11,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
+	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
@@ -40,7 +45,11 @@ const (
 // Lease, and deletes its Memcacheds while an App still runs to finalize
 // them.
 func TestMemcachedApp(t *testing.T) {
-	e := apptest.NewEnv(t, controlplanetest.Start(t))
+	// OwnerReferencesPermissionEnforcement, which OpenShift turns on, is
+	// the strictest API server the deploy RBAC meets: the subtests with a
+	// ServiceAccount's token show the RBAC holds under it.
+	e := apptest.NewEnv(t, controlplanetest.Start(t,
+		controlplanetest.WithAPIServerFlags("--enable-admission-plugins="+ownerRefsPlugin)))
 
 	// Before the CRD is installed.
 	t.Run("MissingCRDEndsTheAppWithExit1NamingTheResource", func(t *testing.T) {
@@ -133,6 +142,13 @@ func TestMemcachedApp(t *testing.T) {
 		e.RequireNoHolder(t, "memcached-system", app.FieldManager)
 	})
 
+	t.Run("TheFinalizersRuleIsWhatLetsTheDeploymentBlockItsOwnersDeletion", func(t *testing.T) {
+		if controlplanetest.External() {
+			t.Skip("needs the " + ownerRefsPlugin + " admission plugin, which only the local control plane is known to run")
+		}
+		testFinalizersRule(t, e)
+	})
+
 	t.Run("TwoReplicasOnlyTheHolderReconcilesAndTheOtherTakesOverOnSIGTERM", func(t *testing.T) {
 		ns := e.Namespace(t, "replicas")
 		tel0, tel1 := apptest.NewTelemetry(t), apptest.NewTelemetry(t)
@@ -148,7 +164,11 @@ func TestMemcachedApp(t *testing.T) {
 		memcacheds := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns)
 		createMemcached(t, memcacheds, "cache", 2)
 		waitAvailable(t, memcacheds, "cache")
-		require.Positive(t, apptest.CountSpans(tel0, reconcileSpan), "the holder's reconciles")
+		// The reconcile's span ends after its status apply returns, so
+		// just after the status is seen: wait for it.
+		apptest.Eventually(t, 10*time.Second, "the holder's reconcile span", func(context.Context) (bool, error) {
+			return apptest.CountSpans(tel0, reconcileSpan) > 0, nil
+		})
 		require.Zero(t, apptest.CountSpans(tel1, reconcileSpan), "the standby's reconciles")
 
 		start := time.Now()
@@ -162,7 +182,9 @@ func TestMemcachedApp(t *testing.T) {
 		t.Logf("replica-1 took the Lease %v after replica-0's SIGTERM (LeaseDuration %v)", time.Since(start).Round(time.Millisecond), leaseDuration)
 
 		scaleAndWaitUndone(t, e.Kube.AppsV1().Deployments(ns), "cache", 2)
-		require.Positive(t, apptest.CountSpans(tel1, reconcileSpan), "the new holder's reconciles")
+		apptest.Eventually(t, 10*time.Second, "the new holder's reconcile span", func(context.Context) (bool, error) {
+			return apptest.CountSpans(tel1, reconcileSpan) > 0, nil
+		})
 		deleteMemcached(t, memcacheds, "cache")
 		require.Equal(t, 0, a1.Terminate(t))
 	})
@@ -185,6 +207,72 @@ func TestMemcachedApp(t *testing.T) {
 		t.Logf("the App exited %v after the API server became unreachable (RenewDeadline %v)", time.Since(start).Round(time.Millisecond), cfg.Settings.LeaderElection.RenewDeadline)
 		require.Contains(t, a.Stderr(), "kube: lost the lease")
 	})
+}
+
+// ownerRefsPlugin is the admission plugin that lets only a user who may
+// update an owner's finalizers set blockOwnerDeletion on a reference to it
+// (https://kubernetes.io/docs/reference/access-authn-authz/admission-controllers/#ownerreferencespermissionenforcement).
+const ownerRefsPlugin = "OwnerReferencesPermissionEnforcement"
+
+// testFinalizersRule shows, on an API server with ownerRefsPlugin, that
+// the deploy RBAC's memcacheds/finalizers rule is needed: without it, the
+// Reconciler's apply of a Deployment owned by a Memcached is refused, and
+// with it alone added, the same apply is allowed.
+func testFinalizersRule(t *testing.T, e apptest.Env) {
+	ctx := t.Context()
+	ns := e.Namespace(t, "finalizers")
+	kc := e.Kube
+	_, err := kc.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "applier"}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	bind := func(name string, rule rbacv1.PolicyRule) {
+		t.Helper()
+		_, err := kc.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: []rbacv1.PolicyRule{rule}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = kc.RbacV1().RoleBindings(ns).Create(ctx, &rbacv1.RoleBinding{
+			ObjectMeta: metav1.ObjectMeta{Name: name},
+			RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+			Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "applier", Namespace: ns}},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	// The deploy RBAC's rule on Deployments, without the finalizers rule.
+	bind("deployments", rbacv1.PolicyRule{APIGroups: []string{"apps"}, Resources: []string{"deployments"}, Verbs: []string{"list", "watch", "create", "patch"}})
+	token, err := e.Cluster.ServiceAccountToken(ctx, ns, "applier")
+	require.NoError(t, err)
+	sa := e.WithToken(t, token)
+
+	owner := createMemcached(t, e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns), "owner", 1)
+	apply := func(ctx context.Context, kc kubernetes.Interface) error {
+		labels := map[string]string{"app": "owner"}
+		d := appsv1ac.Deployment("owner", ns).
+			WithOwnerReferences(metav1ac.OwnerReference().
+				WithAPIVersion(owner.GetAPIVersion()).WithKind(owner.GetKind()).
+				WithName(owner.GetName()).WithUID(owner.GetUID()).
+				WithController(true).WithBlockOwnerDeletion(true)).
+			WithSpec(appsv1ac.DeploymentSpec().
+				WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
+				WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).
+					WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().WithName("memcached").WithImage("memcached:1.6")))))
+		_, err := kc.AppsV1().Deployments(ns).Apply(ctx, d, metav1.ApplyOptions{FieldManager: app.FieldManager, Force: true})
+		return err
+	}
+	// Wait until the rule on Deployments has taken effect: the refusal
+	// then is the plugin's, for the owner reference alone.
+	apptest.WaitAllowed(t, sa, func(ctx context.Context, kc kubernetes.Interface) error {
+		_, err := kc.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{Limit: 1})
+		return err
+	})
+	err = apply(ctx, sa)
+	require.True(t, apierrors.IsForbidden(err), "applying the Deployment without the finalizers rule: %v", err)
+	require.ErrorContains(t, err, "cannot set blockOwnerDeletion")
+	t.Log(err)
+
+	bind("finalizers", rbacv1.PolicyRule{APIGroups: []string{app.Memcached.Group}, Resources: []string{"memcacheds/finalizers"}, Verbs: []string{"update"}})
+	apptest.WaitAllowed(t, sa, apply)
+	d, err := kc.AppsV1().Deployments(ns).Get(ctx, "owner", metav1.GetOptions{})
+	require.NoError(t, err, "with the finalizers rule, the apply creates the Deployment")
+	require.True(t, *d.OwnerReferences[0].BlockOwnerDeletion)
+	deleteMemcached(t, e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns), "owner")
 }
 
 // config is the Config of a Memcached App that reconciles ns and holds its
