@@ -44,3 +44,11 @@ func newClient(server string, t *transport) *Client {
 func (c *Client) Config() *rest.Config {
 	return rest.CopyConfig(c.config)
 }
+
+// CloseIdleConnections closes the connections of the Client's transport
+// that carry no request, HTTP/1.1 and HTTP/2 alike, as
+// http.Client.CloseIdleConnections does; a watch keeps its connection, and
+// a later request opens a new one. A Controller calls it as its Serve
+// returns, so that no connection's goroutines outlive it; a Client that no
+// Controller uses is its user's to close.
+func (c *Client) CloseIdleConnections() { c.transport.CloseIdleConnections() }

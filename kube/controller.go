@@ -101,6 +101,17 @@ type clients struct {
 	dynamic  dynamic.Interface    // the resource itself, and its status and finalizer applies
 	metadata metadata.Interface   // the owned resources, through Owns
 	kube     kubernetes.Interface // the Lease
+
+	// closeIdle closes the transport's idle connections; nil for fakes.
+	closeIdle func()
+}
+
+// closeIdleConnections closes the idle connections of the Client the
+// clients were built on, if any.
+func (cl clients) closeIdleConnections() {
+	if cl.closeIdle != nil {
+		cl.closeIdle()
+	}
 }
 
 // connect builds the Controller's clients on c's transport. It opens no
@@ -116,7 +127,7 @@ func connect(c *Client) (clients, error) {
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return clients{}, fmt.Errorf("kube: building the controller's clients: %w", err)
 	}
-	return clients{dynamic: dyn, metadata: md, kube: kc}, nil
+	return clients{dynamic: dyn, metadata: md, kube: kc, closeIdle: c.CloseIdleConnections}, nil
 }
 
 // NewController returns a Controller of r's objects, reconciled by rec. It

@@ -102,6 +102,10 @@ type fakeCluster struct {
 
 	mu      sync.Mutex
 	applies []applyRecord
+	// idleHolder is the Lease's holder when the Controller closed its idle
+	// connections, and idleCloses how often it did.
+	idleHolder string
+	idleCloses int
 }
 
 type applyRecord struct {
@@ -130,7 +134,20 @@ func newFakeCluster(t testing.TB, objs ...runtime.Object) *fakeCluster {
 }
 
 func (f *fakeCluster) clients() clients {
-	return clients{dynamic: f.dynamic, metadata: f.metadata, kube: f.kube}
+	return clients{dynamic: f.dynamic, metadata: f.metadata, kube: f.kube, closeIdle: f.closeIdle}
+}
+
+// closeIdle records that the Controller closed its Client's idle
+// connections, and who held the Lease then.
+func (f *fakeCluster) closeIdle() {
+	l, err := f.kube.CoordinationV1().Leases(leaseNamespace).Get(context.Background(), controllerName, metav1.GetOptions{})
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.idleCloses++
+	f.idleHolder = "no Lease"
+	if err == nil {
+		f.idleHolder = holder(l)
+	}
 }
 
 func (f *fakeCluster) apply(action clienttesting.Action) (bool, runtime.Object, error) {

@@ -43,6 +43,10 @@ func (c *Controller) Serve(ctx context.Context) error {
 		return err
 	}
 	defer c.end()
+	// Once the watches and the Lease are done with, the connections they
+	// used are idle: closing them leaves no goroutine of theirs behind
+	// Serve (another Controller's watch on a shared Client keeps its own).
+	defer c.clients.closeIdleConnections()
 
 	// Every part that outlives ctx, the reconciles in flight, the
 	// election and the informers, keeps its values: client-go's logger.

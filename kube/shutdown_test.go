@@ -62,6 +62,8 @@ func TestShutdownFinishesOnlyTheReconcileInFlightAndReleasesTheLease(t *testing.
 		require.Len(t, f.statusApplies(), 1, "the reconcile in flight applied its status")
 		require.Empty(t, holder(f.lease(t)), "the Lease is released")
 		require.Error(t, c.Synced().Healthy(context.Background()), "Synced is unhealthy once Serve returns")
+		require.Equal(t, 1, f.idleCloses, "Serve closes its Client's idle connections once")
+		require.Empty(t, f.idleHolder, "after the Lease is released")
 	})
 }
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -27,6 +28,7 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/examples/internal/appconfig"
 	"github.com/z5labs/humus/kube/examples/internal/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
@@ -73,6 +75,10 @@ func TestMemcachedApp(t *testing.T) {
 			require.Equal(t, 0, a.Terminate(t))
 			e.RequireNoHolder(t, ns, app.FieldManager)
 		})
+	})
+
+	t.Run("LeavesNoGoroutineBehind", func(t *testing.T) {
+		testNoGoroutineLeft(t, e)
 	})
 
 	t.Run("InitReadsAKubeconfigAndServesReadiness", func(t *testing.T) {
@@ -207,6 +213,28 @@ func TestMemcachedApp(t *testing.T) {
 		t.Logf("the App exited %v after the API server became unreachable (RenewDeadline %v)", time.Since(start).Round(time.Millisecond), cfg.Settings.LeaderElection.RenewDeadline)
 		require.Contains(t, a.Stderr(), "kube: lost the lease")
 	})
+}
+
+// testNoGoroutineLeft runs the App through a Memcached's lifecycle, and
+// checks that once it has exited 0 no goroutine it started is left
+// (go.uber.org/goleak). The test's own requests go through a Client of
+// their own, whose idle connections it closes before the check.
+func testNoGoroutineLeft(t *testing.T, e apptest.Env) {
+	ns := e.Namespace(t, "leaks")
+	client, err := kube.NewClient(&humus.Setup{Host: humus.OSHost()}, e.Connection())
+	require.NoError(t, err)
+	dyn, err := dynamic.NewForConfig(client.Config())
+	require.NoError(t, err)
+	ignore := goleak.IgnoreCurrent()
+
+	a := apptest.Start(t, app.New(config(t, e, ns, "replica-0")), humus.OSHost())
+	memcacheds := dyn.Resource(app.Memcached.GVR()).Namespace(ns)
+	createMemcached(t, memcacheds, "cache", 1)
+	waitAvailable(t, memcacheds, "cache")
+	deleteMemcached(t, memcacheds, "cache")
+	require.Equal(t, 0, a.Terminate(t))
+	client.CloseIdleConnections()
+	require.NoError(t, goleak.Find(ignore))
 }
 
 // ownerRefsPlugin is the admission plugin that lets only a user who may
