@@ -620,6 +620,12 @@ func TestCheckServer(t *testing.T) {
 func TestCheckTLS(t *testing.T) {
 	require.EqualError(t, CheckTLS(nil), "kube: Connection.TLS is nil: it needs at least the cluster's CA in RootCAs")
 	require.NoError(t, CheckTLS(&tls.Config{}))
+	require.NoError(t, CheckTLS(&tls.Config{MinVersion: tls.VersionTLS13}))
+	require.NoError(t, CheckTLS(&tls.Config{MaxVersion: tls.VersionTLS12}))
+	require.EqualError(t, CheckTLS(&tls.Config{MaxVersion: tls.VersionTLS11}),
+		"kube: Connection.TLS.MaxVersion is TLS 1.1: the API server speaks TLS 1.2 at least (kube-apiserver --tls-min-version)")
+	require.EqualError(t, CheckTLS(&tls.Config{MinVersion: tls.VersionTLS13, MaxVersion: tls.VersionTLS12}),
+		"kube: Connection.TLS.MinVersion TLS 1.3 is above its MaxVersion TLS 1.2: no TLS version is allowed")
 }
 
 func TestNewClientNamesEveryMistake(t *testing.T) {
