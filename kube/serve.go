@@ -8,8 +8,6 @@ import (
 	"golang.org/x/time/rate"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/dynamic/dynamicinformer"
-	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
@@ -76,11 +74,11 @@ func (c *Controller) Serve(ctx context.Context) error {
 		stopInformers()
 		informers.Wait()
 	}
-	resource := dynamicinformer.NewFilteredDynamicInformer(c.clients.dynamic, c.gvr, ns, c.settings.Resync, cache.Indexers{}, nil).Informer()
+	resource := newResourceInformer(c.clients.dynamic, c.gvr, ns, c.settings.Resync)
 	all := []cache.SharedIndexInformer{resource}
 	handlers := []cache.ResourceEventHandler{c.objectHandler(queue)}
 	for _, gvr := range c.owns {
-		all = append(all, metadatainformer.NewFilteredMetadataInformer(c.clients.metadata, gvr, ns, 0, cache.Indexers{}, nil).Informer())
+		all = append(all, newMetadataInformer(c.clients.metadata, gvr, ns))
 		handlers = append(handlers, c.ownerHandler(queue))
 	}
 	var checkers []cache.DoneChecker

@@ -1,0 +1,93 @@
+package kube
+
+import (
+	"context"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+)
+
+// The Controller's informers are client-go's dynamicinformer and
+// metadatainformer (NewFilteredDynamicInformer, NewFilteredMetadataInformer),
+// built here only so that their watches are detached: see detachedWatch.
+
+// newResourceInformer is dynamicinformer.NewFilteredDynamicInformer's
+// informer of gvr in namespace ("" for all), with detached watches.
+func newResourceInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string, resync time.Duration) cache.SharedIndexInformer {
+	ri := client.Resource(gvr).Namespace(namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return ri.List(ctx, opts)
+		},
+		WatchFuncWithContext: detachedWatch(ri.Watch),
+	}
+	return cache.NewSharedIndexInformerWithOptions(
+		cache.ToListWatcherWithWatchListSemantics(lw, client),
+		&unstructured.Unstructured{},
+		cache.SharedIndexInformerOptions{ResyncPeriod: resync, ObjectDescription: gvr.String()},
+	)
+}
+
+// newMetadataInformer is metadatainformer.NewFilteredMetadataInformer's
+// informer of gvr in namespace ("" for all), with no resync and detached
+// watches.
+func newMetadataInformer(client metadata.Interface, gvr schema.GroupVersionResource, namespace string) cache.SharedIndexInformer {
+	ri := client.Resource(gvr).Namespace(namespace)
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
+			return ri.List(ctx, opts)
+		},
+		WatchFuncWithContext: detachedWatch(ri.Watch),
+	}
+	return cache.NewSharedIndexInformerWithOptions(
+		cache.ToListWatcherWithWatchListSemantics(lw, client),
+		&metav1.PartialObjectMetadata{},
+		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String() + " metadata"},
+	)
+}
+
+// detachedWatch runs start with a context that the informer's context
+// cancels only until the watch has started; from then on, the watch ends
+// when the reflector stops it, as it always does when its context ends
+// (tools/cache/reflector.go). The difference is in how an HTTP/2 stream
+// ends: closing a response body whose request context is live waits for
+// the stream to be done with (golang.org/x/net/http2, transportResponseBody.Close),
+// whereas with the context already cancelled the close returns at once and
+// the stream is forgotten later, so that the Client's connection, which
+// Serve closes once idle as it returns, may still count it and stay open,
+// with its goroutines, for the transport's idle timeout.
+func detachedWatch(start func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.WatchFuncWithContext {
+	return func(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+		inner, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		// Until the watch has started, the informer's context still
+		// cancels it: a watch waiting on an unreachable server mustn't
+		// hold up Serve's return.
+		stop := context.AfterFunc(ctx, cancel)
+		w, err := start(inner, opts)
+		stop()
+		if err != nil {
+			cancel()
+			return nil, err
+		}
+		return &stopCancels{Interface: w, cancel: cancel}, nil
+	}
+}
+
+// stopCancels is a watch whose Stop cancels its request's context too,
+// once the watch is stopped.
+type stopCancels struct {
+	watch.Interface
+	cancel context.CancelFunc
+}
+
+func (w *stopCancels) Stop() {
+	w.Interface.Stop()
+	w.cancel()
+}
