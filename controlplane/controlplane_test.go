@@ -293,7 +293,9 @@ func TestStartLaterProcessExitingKillsTheEarlierOnes(t *testing.T) {
 func TestStartProcessNeverReadyTimesOutWithItsLog(t *testing.T) {
 	bins, pids := fakeBins(t, `echo "waiting for peers"; exec sleep 60`, "exec sleep 60", "exec sleep 60")
 	data := t.TempDir()
-	_, err := Start(context.Background(), Options{BinDir: bins, DataDir: data, StartTimeout: 300 * time.Millisecond})
+	// 3s leaves the fake etcd time to print its line even under -race on a
+	// busy machine: the timeout also covers making the PKI.
+	_, err := Start(context.Background(), Options{BinDir: bins, DataDir: data, StartTimeout: 3 * time.Second})
 	if err == nil {
 		t.Fatal("Start succeeded with an etcd that is never healthy")
 	}
