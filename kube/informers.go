@@ -72,9 +72,9 @@ func detachedWatch(start func(context.Context, metav1.ListOptions) (watch.Interf
 		stop := context.AfterFunc(ctx, cancel)
 		w, err := start(inner, opts)
 		stop()
-		if err != nil {
+		if err != nil || w == nil {
 			cancel()
-			return nil, err
+			return w, err
 		}
 		return &stopCancels{Interface: w, cancel: cancel}, nil
 	}
