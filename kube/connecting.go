@@ -126,14 +126,15 @@ func serverURL(addr string) string {
 	return (&url.URL{Scheme: "https", Host: addr}).String()
 }
 
-// CheckTLS checks a Connection's TLS: it is not nil, and it allows TLS 1.2
-// or later. An API server is only reached over TLS, and the config carries
-// the cluster's CA, without which no server certificate can be verified
-// (nil RootCAs is the system's roots). kube-apiserver's --tls-min-version
-// is VersionTLS12 by default, so a MaxVersion below TLS 1.2 could never
-// connect; a MinVersion above a MaxVersion allows no version at all. It
-// returns nil when c is valid, or an error naming Connection.TLS and the
-// field.
+// CheckTLS checks a Connection's TLS: it is not nil, it allows TLS 1.2 or
+// later, and it allows some version. An API server is only reached over
+// TLS, and the config carries the cluster's CA, without which no server
+// certificate can be verified (nil RootCAs is the system's roots).
+// kube-apiserver's --tls-min-version is VersionTLS12 by default, and Go's
+// crypto/tls speaks nothing above TLS 1.3 (a zero MaxVersion), so a
+// MaxVersion below TLS 1.2, or a MinVersion above the MaxVersion, is
+// refused. It returns nil when c is valid, or an error naming
+// Connection.TLS and the field.
 func CheckTLS(c *tls.Config) error {
 	if c == nil {
 		return errors.New("kube: Connection.TLS is nil: it needs at least the cluster's CA in RootCAs")
@@ -141,8 +142,12 @@ func CheckTLS(c *tls.Config) error {
 	if c.MaxVersion != 0 && c.MaxVersion < tls.VersionTLS12 {
 		return fmt.Errorf("kube: Connection.TLS.MaxVersion is %s: the API server speaks TLS 1.2 at least (kube-apiserver --tls-min-version)", tls.VersionName(c.MaxVersion))
 	}
-	if c.MaxVersion != 0 && c.MinVersion > c.MaxVersion {
-		return fmt.Errorf("kube: Connection.TLS.MinVersion %s is above its MaxVersion %s: no TLS version is allowed", tls.VersionName(c.MinVersion), tls.VersionName(c.MaxVersion))
+	maxVersion := c.MaxVersion
+	if maxVersion == 0 {
+		maxVersion = tls.VersionTLS13 // crypto/tls's highest, and its default
+	}
+	if c.MinVersion > maxVersion {
+		return fmt.Errorf("kube: Connection.TLS.MinVersion %s is above its MaxVersion %s: no TLS version is allowed", tls.VersionName(c.MinVersion), tls.VersionName(maxVersion))
 	}
 	return nil
 }

@@ -626,6 +626,8 @@ func TestCheckTLS(t *testing.T) {
 		"kube: Connection.TLS.MaxVersion is TLS 1.1: the API server speaks TLS 1.2 at least (kube-apiserver --tls-min-version)")
 	require.EqualError(t, CheckTLS(&tls.Config{MinVersion: tls.VersionTLS13, MaxVersion: tls.VersionTLS12}),
 		"kube: Connection.TLS.MinVersion TLS 1.3 is above its MaxVersion TLS 1.2: no TLS version is allowed")
+	require.EqualError(t, CheckTLS(&tls.Config{MinVersion: 0x0305}),
+		"kube: Connection.TLS.MinVersion 0x0305 is above its MaxVersion TLS 1.3: no TLS version is allowed")
 }
 
 func TestNewClientNamesEveryMistake(t *testing.T) {

@@ -45,15 +45,18 @@ import (
 // and a field tagged ",string" is a string, whose Default and Enum values
 // are encoded as strings too. A field is required unless its
 // tag has omitempty or omitzero, it has a Default, or it is promoted
-// through an embedded pointer. A field of a pointer, slice or map, which
-// encoding/json writes as null when it is nil, or of metav1.Time,
-// metav1.MicroTime or runtime.RawExtension, written as null when it is zero,
-// is nullable unless it is omitempty, omitzero or has a Default (a pointer
-// tagged ",string" too, since a nil one is written as null): the API server
-// drops a null that isn't nullable, and would then find a required field
-// missing. An item of a slice or map of these is nullable too. The one
-// exception is metav1.Condition's lastTransitionTime, which stays
-// required and not nullable, as Kubernetes' ValidateConditions requires it.
+// through an embedded pointer. A field that encoding/json may write as
+// null is nullable, unless it has a Default: a nil pointer, slice or map
+// (a pointer tagged ",string" too) unless it is omitempty or omitzero, and
+// a zero metav1.Time, metav1.MicroTime or runtime.RawExtension, or a pointer
+// to one, unless it is omitzero (omitempty never leaves out a struct). The
+// API server refuses a null where the field isn't nullable: a create drops
+// it and then finds a required field missing, and an apply refuses it as
+// the wrong type. An item of a slice or map of these is nullable too. The
+// one exception is metav1.Condition's lastTransitionTime, also when the
+// Condition is embedded: it stays required and not nullable, as
+// Kubernetes' ValidateConditions requires it. A nullable field's CEL
+// Validation isn't run on a null, as the API server skips null values.
 //
 // A metav1.ObjectMeta below the root, as in a pod template, keeps every
 // field it is given: with a bare type: object, the API server would prune

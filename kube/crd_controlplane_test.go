@@ -373,6 +373,8 @@ func testNilsOnServer(t *testing.T, a apiServer) {
 		MicroTime metav1.MicroTime     `json:"microTime"`
 		Raw       runtime.RawExtension `json:"raw"`
 		Times     []metav1.Time        `json:"times"`
+		// omitempty never leaves out a struct: null too.
+		OmitTime metav1.Time `json:"omitTime,omitempty"`
 	}
 	var v spec
 	r := kube.Resource[spec, struct{}]{
@@ -388,14 +390,14 @@ func testNilsOnServer(t *testing.T, a apiServer) {
 	sent := toMap(t, spec{Times: []metav1.Time{{}}})
 	require.Equal(t, map[string]any{
 		"args": nil, "env": nil, "data": nil, "ptr": nil, "defaulted": nil, "defaultPtr": nil,
-		"time": nil, "microTime": nil, "raw": nil, "times": []any{nil},
+		"time": nil, "microTime": nil, "raw": nil, "times": []any{nil}, "omitTime": nil,
 	}, sent)
 	got, err := a.create(t, r.GVR(), object("Nil", r.Group+"/"+r.Version, "nils", sent))
 	require.NoError(t, err, "a zero spec, as encoding/json writes it")
 	require.Equal(t, map[string]any{
 		"args": nil, "env": nil, "data": nil, "ptr": nil,
 		"defaulted": []any{"d"}, "defaultPtr": int64(7),
-		"time": nil, "microTime": nil, "raw": nil, "times": []any{nil},
+		"time": nil, "microTime": nil, "raw": nil, "times": []any{nil}, "omitTime": nil,
 	}, got.Object["spec"])
 	var back spec
 	b, err := json.Marshal(got.Object["spec"])
@@ -403,6 +405,13 @@ func testNilsOnServer(t *testing.T, a apiServer) {
 	require.NoError(t, json.Unmarshal(b, &back), "encoding/json reads the nulls back")
 	require.True(t, back.Time.IsZero())
 	require.Nil(t, back.Raw.Raw)
+
+	// Server-side apply, as the controller applies a status, takes the
+	// same nulls.
+	applied := &unstructured.Unstructured{Object: object("Nil", r.Group+"/"+r.Version, "nils-applied", sent)}
+	_, err = a.dyn.Resource(r.GVR()).Namespace("default").Apply(t.Context(), "nils-applied", applied,
+		metav1.ApplyOptions{FieldManager: "test", Force: true})
+	require.NoError(t, err, "an apply of a zero spec")
 }
 
 // testQuotedOnServer: fields tagged ",string" keep their Defaults, and a

@@ -208,6 +208,13 @@ func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSch
 	return apiextensionsv1.JSONSchemaProps{Type: "object"}
 }
 
+// zeroIsNull reports whether t is one of the struct types whose MarshalJSON
+// writes null for a zero value: metav1.Time, metav1.MicroTime and
+// runtime.RawExtension.
+func zeroIsNull(t reflect.Type) bool {
+	return t == timeType || t == microTimeType || t == rawType
+}
+
 // mayBeNil reports whether encoding/json writes null for a nil or zero
 // value of t: a slice or a map that doesn't encode itself, and
 // metav1.Time, metav1.MicroTime and runtime.RawExtension, whose MarshalJSON
@@ -217,8 +224,7 @@ func (b *reflector) mayBeNil(t reflect.Type) bool {
 	if r := b.rules[t]; r != nil && r.schema != nil {
 		return false
 	}
-	switch t {
-	case timeType, microTimeType, rawType:
+	if zeroIsNull(t) {
 		return true
 	}
 	if t.Kind() != reflect.Slice && t.Kind() != reflect.Map {
@@ -324,16 +330,21 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 		// RawExtension. The API server drops a null it may not keep, and
 		// then finds a required field missing; and it defaults only a field
 		// that is missing.
-		// metav1.Condition is the exception: its lastTransitionTime stays
-		// required and not nullable, as Kubernetes' own ValidateConditions
+		// metav1.Condition is the exception, embedded or not: its
+		// lastTransitionTime stays required and not nullable, as Kubernetes' own ValidateConditions
 		// requires it set (apimachinery's meta/v1/validation), so a
 		// condition without one is refused rather than stored as null.
-		if (ptr || !f.quoted && b.mayBeNil(ft)) && !f.omit && !defaulted && t != conditionType {
+		// omitempty leaves out a nil pointer, slice or map, but never a
+		// struct: a zero metav1.Time tagged omitempty is still written, as
+		// null, and so is a pointer to one. omitzero leaves out both (it
+		// asks metav1.Time's IsZero).
+		leftOut := f.omitzero || f.omit && !zeroIsNull(ft) && (ptr || ft.Kind() == reflect.Slice || ft.Kind() == reflect.Map)
+		if (ptr || !f.quoted && b.mayBeNil(ft)) && !leftOut && !defaulted && owner[len(owner)-1] != conditionType {
 			p.Nullable = true
 			if enum {
 				// The API server checks a null against the enum too, and
 				// refuses it, whatever the enum holds.
-				b.report("nullable enum "+fpath, fmt.Errorf("kube: %s: %s has an Enum, but encoding/json writes it as null when it is nil or zero, which the API server checks against the enum and refuses: make it omitempty or omitzero, or give it a Default", fpath, goFieldName(t, f.index)))
+				b.report("nullable enum "+fpath, fmt.Errorf("kube: %s: %s has an Enum, but encoding/json writes it as null when it is nil or zero, which the API server checks against the enum and refuses: make it omitzero (or omitempty, for a pointer, slice or map), or give it a Default", fpath, goFieldName(t, f.index)))
 			}
 		}
 		s.Properties[f.name] = p
@@ -386,6 +397,7 @@ type jsonField struct {
 	index      []int
 	typ        reflect.Type
 	omit       bool // omitempty or omitzero
+	omitzero   bool // omitzero, which leaves out a zero struct too, where omitempty doesn't
 	quoted     bool // the ",string" option, on a scalar
 	viaPointer bool // promoted through an embedded pointer, so absent when it is nil
 }
@@ -462,8 +474,10 @@ func jsonFields(t reflect.Type) ([]jsonField, []reflect.Type) {
 					}
 					for opt := range strings.SplitSeq(opts, ",") {
 						switch opt {
-						case "omitempty", "omitzero":
+						case "omitempty":
 							f.omit = true
+						case "omitzero":
+							f.omit, f.omitzero = true, true
 						case "string":
 							// A type that encodes itself ignores ",string".
 							if encodesItself(ft) {

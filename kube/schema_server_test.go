@@ -12,6 +12,8 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/pruning"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/z5labs/humus/kube"
 )
@@ -169,4 +171,49 @@ func TestAnEnumOnAFieldThatEncodesAsNullIsAnError(t *testing.T) {
 	require.NoError(t, err)
 	requireServerValid(t, crd)
 	requireServerAccepts(t, crd, modes{})
+}
+
+// embeddedCondition embeds metav1.Condition, as operators often extend it.
+type embeddedCondition struct {
+	metav1.Condition `json:",inline"`
+	Severity         string `json:"severity,omitempty"`
+}
+
+type zeroTimes struct {
+	OmitEmpty    metav1.Time          `json:"omitEmpty,omitempty"`
+	OmitZero     metav1.Time          `json:"omitZero,omitzero"`
+	PtrOmitEmpty *metav1.Time         `json:"ptrOmitEmpty,omitempty"`
+	PtrOmitZero  *metav1.Time         `json:"ptrOmitZero,omitzero"`
+	Micro        metav1.MicroTime     `json:"micro,omitempty"`
+	Raw          runtime.RawExtension `json:"raw,omitempty"`
+	Conds        []embeddedCondition  `json:"conds"`
+}
+
+// TestZeroTimesAreKeptWhereEncodingJSONWritesThem: omitempty never leaves
+// out a struct, so a zero metav1.Time, MicroTime or RawExtension tagged
+// omitempty, or a pointer to one, is written as null, and must be nullable;
+// omitzero leaves it out. A metav1.Condition's lastTransitionTime stays
+// required, embedded too.
+func TestZeroTimesAreKeptWhereEncodingJSONWritesThem(t *testing.T) {
+	crd, err := resourceOf[zeroTimes]().CRD()
+	require.NoError(t, err)
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	nullable := map[string]bool{}
+	for name, p := range spec.Properties {
+		nullable[name] = p.Nullable
+	}
+	require.Equal(t, map[string]bool{
+		"omitEmpty": true, "omitZero": false, "ptrOmitEmpty": true, "ptrOmitZero": false,
+		"micro": true, "raw": true, "conds": true,
+	}, nullable)
+	require.Equal(t, []string{"conds"}, spec.Required)
+	item := spec.Properties["conds"].Items.Schema
+	require.False(t, item.Properties["lastTransitionTime"].Nullable)
+	require.Contains(t, item.Required, "lastTransitionTime")
+
+	zero := metav1.Time{}
+	requireServerAccepts(t, crd, zeroTimes{PtrOmitEmpty: &zero, PtrOmitZero: &zero, Conds: []embeddedCondition{}})
+	c := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "R", Message: "m"}
+	require.Equal(t, []string{"spec.conds[0].lastTransitionTime: Required value"},
+		serverObjectErrors(t, crd, zeroTimes{Conds: []embeddedCondition{{Condition: c}}}))
 }
