@@ -59,7 +59,7 @@ var ErrLostLeadership = errors.New("kube: lost the lease")
 
 // Controller reconciles the objects of one Resource or one Kind. It is a
 // humus.Service: Serve runs it until its context is done, and Shutdown
-// waits for it, as the spec's "What Serve does" and "Shutdown" describe.
+// waits for it: see Serve and Shutdown.
 type Controller struct {
 	settings Settings
 	gvr      schema.GroupVersionResource

@@ -17,8 +17,8 @@ func durationBuckets() []float64 {
 	return []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 }
 
-// instruments are the controller's six instruments, as the spec's
-// revision 4 defines them.
+// instruments are the controller's six instruments, under
+// humus.kube.controller.
 type instruments struct {
 	queueDepth        metric.Int64UpDownCounter
 	queueAdds         metric.Int64Counter

@@ -13,8 +13,7 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Serve runs the controller until ctx is done, as the spec's "What Serve
-// does" lists:
+// Serve runs the controller until ctx is done:
 //
 //  1. It lists the resource once, with a limit of 1. An error, such as a
 //     CRD that isn't installed, ends Serve with an error naming the

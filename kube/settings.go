@@ -56,7 +56,7 @@ type Settings struct {
 	LeaderElection LeaderElection
 }
 
-// DefaultSettings returns the Settings of the spec's table: every namespace,
+// DefaultSettings returns the default Settings: every namespace,
 // 1 worker, a 10h resync, retries from 5ms to 1000s, and a Lease of 15s
 // renewed within 10s, tried every 2s. Name, LeaderElection.Namespace and
 // LeaderElection.Identity are left empty, for the caller to set.

@@ -5,8 +5,8 @@ import (
 	"fmt"
 )
 
-// Shutdown stops the controller and waits for Serve to return, as the
-// spec's revision 1 describes: the controller stops taking keys, lets the
+// Shutdown stops the controller and waits for Serve to return: the
+// controller stops taking keys, lets the
 // reconciles in flight finish, shuts its work queue down without draining
 // it (the backlog is left for the next leader, which lists every object
 // anyway), releases the Lease, and stops its informers. It returns nil once

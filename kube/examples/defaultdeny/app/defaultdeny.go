@@ -1,5 +1,5 @@
-// Package app is the default-deny controller of the spec's revision 5, a
-// controller of a built-in kind: it gives every Namespace a NetworkPolicy,
+// Package app is the default-deny controller, a controller of a built-in
+// kind: it gives every Namespace a NetworkPolicy,
 // "default-deny", that denies all ingress to the Namespace's pods, and
 // puts it back when it is changed or deleted. The Namespace owns the
 // policy, so it goes with its Namespace.

@@ -569,7 +569,7 @@ func (d *demo) scaleByHand(ctx context.Context) error {
 		return err
 	}
 	start := time.Now()
-	d.say("kubectl scale deployment/%s --replicas=3", name)
+	d.say("kubectl -n %s scale deployment/%s --replicas=3", d.namespace, name)
 	err := poll(ctx, 10*time.Second, func(ctx context.Context) (bool, error) {
 		dep, err := deployments.Get(ctx, name, metav1.GetOptions{})
 		return err == nil && *dep.Spec.Replicas == 2, err
@@ -583,7 +583,7 @@ func (d *demo) scaleByHand(ctx context.Context) error {
 
 func (d *demo) deleteMemcached(ctx context.Context, memcacheds dynamic.ResourceInterface) error {
 	d.title("Deleting the Memcached")
-	d.say("kubectl delete memcached/%s", name)
+	d.say("kubectl -n %s delete memcached/%s", d.namespace, name)
 	if err := memcacheds.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		return err
 	}
