@@ -22,17 +22,8 @@ import (
 // informer of gvr in namespace ("" for all), with detached watches.
 func newResourceInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string, resync time.Duration) cache.SharedIndexInformer {
 	ri := client.Resource(gvr).Namespace(namespace)
-	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return ri.List(ctx, opts)
-		},
-		WatchFuncWithContext: detachedWatch(ri.Watch),
-	}
-	return cache.NewSharedIndexInformerWithOptions(
-		cache.ToListWatcherWithWatchListSemantics(lw, client),
-		&unstructured.Unstructured{},
-		cache.SharedIndexInformerOptions{ResyncPeriod: resync, ObjectDescription: gvr.String()},
-	)
+	return newInformer(client, ri.List, ri.Watch, &unstructured.Unstructured{},
+		cache.SharedIndexInformerOptions{ResyncPeriod: resync, ObjectDescription: gvr.String()})
 }
 
 // newMetadataInformer is metadatainformer.NewFilteredMetadataInformer's
@@ -40,17 +31,25 @@ func newResourceInformer(client dynamic.Interface, gvr schema.GroupVersionResour
 // watches.
 func newMetadataInformer(client metadata.Interface, gvr schema.GroupVersionResource, namespace string) cache.SharedIndexInformer {
 	ri := client.Resource(gvr).Namespace(namespace)
+	return newInformer(client, ri.List, ri.Watch, &metav1.PartialObjectMetadata{},
+		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String() + " metadata"})
+}
+
+// newInformer is an informer of the objects list and start list and watch,
+// with client-go's watch-list semantics where client supports them
+// (cache.ToListWatcherWithWatchListSemantics), and detached watches.
+func newInformer[L runtime.Object](client any, list func(context.Context, metav1.ListOptions) (L, error), start func(context.Context, metav1.ListOptions) (watch.Interface, error), obj runtime.Object, opts cache.SharedIndexInformerOptions) cache.SharedIndexInformer {
 	lw := &cache.ListWatch{
-		ListWithContextFunc: func(ctx context.Context, opts metav1.ListOptions) (runtime.Object, error) {
-			return ri.List(ctx, opts)
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			l, err := list(ctx, o)
+			if err != nil {
+				return nil, err
+			}
+			return l, nil
 		},
-		WatchFuncWithContext: detachedWatch(ri.Watch),
+		WatchFuncWithContext: detachedWatch(start),
 	}
-	return cache.NewSharedIndexInformerWithOptions(
-		cache.ToListWatcherWithWatchListSemantics(lw, client),
-		&metav1.PartialObjectMetadata{},
-		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String() + " metadata"},
-	)
+	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), obj, opts)
 }
 
 // detachedWatch runs start with a context that the informer's context
