@@ -9,11 +9,6 @@ import (
 	"runtime/debug"
 	"sync"
 	"time"
-
-	lognoop "go.opentelemetry.io/otel/log/noop"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	"go.opentelemetry.io/otel/propagation"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // DefaultGracePeriod is how long Run gives the Services' Shutdowns, and then
@@ -131,7 +126,7 @@ func Run(ctx context.Context, host Host, init Init, opts ...Option) int {
 			return 1
 		}
 	}
-	tel = withNoops(tel)
+	tel = tel.WithNoops()
 
 	code := run(ctx, host, tel, init, o, signals, report)
 
@@ -289,21 +284,4 @@ func safeCall[T any](f func() (T, error)) (v T, err error) {
 		}
 	}()
 	return f()
-}
-
-// withNoops replaces every nil provider of t with its no-op.
-func withNoops(t Telemetry) Telemetry {
-	if t.TracerProvider == nil {
-		t.TracerProvider = tracenoop.NewTracerProvider()
-	}
-	if t.MeterProvider == nil {
-		t.MeterProvider = metricnoop.NewMeterProvider()
-	}
-	if t.LoggerProvider == nil {
-		t.LoggerProvider = lognoop.NewLoggerProvider()
-	}
-	if t.Propagator == nil {
-		t.Propagator = propagation.NewCompositeTextMapPropagator()
-	}
-	return t
 }

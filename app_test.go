@@ -370,3 +370,18 @@ func TestRunIgnoresASecondSignal(t *testing.T) {
 		require.Equal(t, 1, strings.Count(host.StderrString(), "received"), host.StderrString())
 	})
 }
+
+func TestTelemetryWithNoopsFillsOnlyTheNilParts(t *testing.T) {
+	got := humus.Telemetry{}.WithNoops()
+	require.NotNil(t, got.TracerProvider)
+	require.NotNil(t, got.MeterProvider)
+	require.NotNil(t, got.LoggerProvider)
+	// An empty composite propagator is a nil slice in a non-nil interface,
+	// which testify's NotNil takes for nil.
+	require.True(t, got.Propagator != nil)
+	require.Empty(t, got.Propagator.Fields(), "the empty propagator injects nothing")
+	require.Nil(t, got.Shutdown)
+
+	tel := humustest.NewTelemetry(t)
+	require.Equal(t, tel.Telemetry.TracerProvider, tel.Telemetry.WithNoops().TracerProvider, "a set provider is kept")
+}

@@ -19,9 +19,12 @@ import (
 	"os"
 
 	"go.opentelemetry.io/otel/log"
+	lognoop "go.opentelemetry.io/otel/log/noop"
 	"go.opentelemetry.io/otel/metric"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 )
 
 // Service is one long-running part of an App, such as a controller or a
@@ -93,4 +96,26 @@ type Telemetry struct {
 	// every Service has stopped, with a context bounded by the grace
 	// period. nil has nothing to flush.
 	Shutdown func(ctx context.Context) error
+}
+
+// WithNoops returns t with a no-op provider in place of each nil one, and
+// an empty composite propagator, which injects nothing, in place of a nil
+// Propagator; Shutdown is left as it is. Run applies it to the Telemetry
+// WithTelemetry builds. A library handed a Setup that Run didn't make, such
+// as a test's, calls it so that it never falls back to OpenTelemetry's
+// globals, as otelhttp and otelslog otherwise would.
+func (t Telemetry) WithNoops() Telemetry {
+	if t.TracerProvider == nil {
+		t.TracerProvider = tracenoop.NewTracerProvider()
+	}
+	if t.MeterProvider == nil {
+		t.MeterProvider = metricnoop.NewMeterProvider()
+	}
+	if t.LoggerProvider == nil {
+		t.LoggerProvider = lognoop.NewLoggerProvider()
+	}
+	if t.Propagator == nil {
+		t.Propagator = propagation.NewCompositeTextMapPropagator()
+	}
+	return t
 }

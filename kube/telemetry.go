@@ -11,12 +11,8 @@ import (
 	"go.opentelemetry.io/contrib/bridges/otelslog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	lognoop "go.opentelemetry.io/otel/log/noop"
 	"go.opentelemetry.io/otel/metric"
-	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -48,28 +44,8 @@ type telemetry struct {
 	inst   *instruments
 }
 
-// withNoops returns t with a no-op provider in place of each nil one, and
-// an empty composite propagator in place of a nil one, which injects
-// nothing: kube never falls back to OpenTelemetry's globals, as otelhttp and
-// otelslog otherwise would.
-func withNoops(t humus.Telemetry) humus.Telemetry {
-	if t.TracerProvider == nil {
-		t.TracerProvider = tracenoop.NewTracerProvider()
-	}
-	if t.MeterProvider == nil {
-		t.MeterProvider = metricnoop.NewMeterProvider()
-	}
-	if t.LoggerProvider == nil {
-		t.LoggerProvider = lognoop.NewLoggerProvider()
-	}
-	if t.Propagator == nil {
-		t.Propagator = propagation.NewCompositeTextMapPropagator()
-	}
-	return t
-}
-
 func newTelemetry(t humus.Telemetry, name string) (*telemetry, error) {
-	t = withNoops(t)
+	t = t.WithNoops()
 	tp, mp, lp := t.TracerProvider, t.MeterProvider, t.LoggerProvider
 	inst, err := newInstruments(mp.Meter(controllerScope), name)
 	if err != nil {

@@ -104,7 +104,7 @@ func newTransport(s *humus.Setup, c Connection) (*transport, error) {
 	h2.PingTimeout = http2PingTimeout
 
 	t := &transport{base: base, h2: h2}
-	tel := withNoops(s.Telemetry)
+	tel := s.Telemetry.WithNoops()
 	var next http.RoundTripper = base
 	if c.Token != nil {
 		t.tokens = newTokenSource(c.Token, tel.LoggerProvider.Logger(scope))
