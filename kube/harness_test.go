@@ -206,24 +206,20 @@ func (f *fakeCluster) apply(action clienttesting.Action) (bool, runtime.Object, 
 }
 
 // statusApplies returns the status applies made so far.
-func (f *fakeCluster) statusApplies() []applyRecord {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []applyRecord
-	for _, a := range f.applies {
-		if a.subresource == "status" {
-			out = append(out, a)
-		}
-	}
-	return out
-}
+func (f *fakeCluster) statusApplies() []applyRecord { return f.appliesTo("status") }
 
-func (f *fakeCluster) metadataApplies() []applyRecord {
+// metadataApplies returns the applies of the object itself (its finalizer)
+// made so far.
+func (f *fakeCluster) metadataApplies() []applyRecord { return f.appliesTo("") }
+
+// appliesTo returns the applies to subresource ("" for the object) made so
+// far.
+func (f *fakeCluster) appliesTo(subresource string) []applyRecord {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var out []applyRecord
 	for _, a := range f.applies {
-		if a.subresource == "" {
+		if a.subresource == subresource {
 			out = append(out, a)
 		}
 	}

@@ -19,6 +19,19 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 )
 
+// newOutcomeController is a Controller of the widgets "ok", "fails" and
+// "panics", reconciled by outcomeReconciler with in-memory telemetry, and
+// retried only after an hour.
+func newOutcomeController(t *testing.T) (*humustest.Telemetry, *Controller) {
+	t.Helper()
+	f := newFakeCluster(t, newWidget("ok", 1), newWidget("fails", 2), newWidget("panics", 3))
+	tel := humustest.NewTelemetry(t)
+	settings := testSettings()
+	settings.RetryBaseDelay = time.Hour
+	settings.RetryMaxDelay = time.Hour
+	return tel, newWidgetController(t, f, tel.Telemetry, settings, outcomeReconciler())
+}
+
 // outcomeReconciler succeeds for "ok", fails for "fails" and panics for
 // "panics".
 func outcomeReconciler() Reconciler[widgetSpec, widgetStatus] {
@@ -43,12 +56,7 @@ func spanAttrs(s sdktrace.ReadOnlySpan) map[string]string {
 
 func TestEveryReconcileIsARootSpanWithRecordsForErrorsAndPanics(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeCluster(t, newWidget("ok", 1), newWidget("fails", 2), newWidget("panics", 3))
-		tel := humustest.NewTelemetry(t)
-		settings := testSettings()
-		settings.RetryBaseDelay = time.Hour
-		settings.RetryMaxDelay = time.Hour
-		c := newWidgetController(t, f, tel.Telemetry, settings, outcomeReconciler())
+		tel, c := newOutcomeController(t)
 		s := serve(t, c)
 		synctest.Wait()
 		require.NoError(t, s.stop(t))
@@ -105,12 +113,7 @@ func TestEveryReconcileIsARootSpanWithRecordsForErrorsAndPanics(t *testing.T) {
 
 func TestTheSixInstruments(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		f := newFakeCluster(t, newWidget("ok", 1), newWidget("fails", 2), newWidget("panics", 3))
-		tel := humustest.NewTelemetry(t)
-		settings := testSettings()
-		settings.RetryBaseDelay = time.Hour
-		settings.RetryMaxDelay = time.Hour
-		c := newWidgetController(t, f, tel.Telemetry, settings, outcomeReconciler())
+		tel, c := newOutcomeController(t)
 		s := serve(t, c)
 		synctest.Wait()
 		time.Sleep(time.Second) // the queue records its two gauges every 500ms
