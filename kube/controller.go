@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/z5labs/humus"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -77,7 +76,7 @@ type Controller struct {
 	finalized sync.Map // types.UID → struct{}
 	// handle is the part of a reconcile that knows the object's Go type:
 	// steps 2 to 6 of Reconciling (reconcile.go).
-	handle func(ctx context.Context, c *Controller, u *unstructured.Unstructured) (after time.Duration, err error)
+	handle func(ctx context.Context, c *Controller, u *cachedObject) (after time.Duration, err error)
 
 	clients clients
 	tel     *telemetry

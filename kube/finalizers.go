@@ -61,7 +61,7 @@ func finalizeOf[T any](p finalizePart) (func(context.Context, T) error, error) {
 }
 
 // hasFinalizer reports whether u carries the controller's finalizer.
-func (c *Controller) hasFinalizer(u *unstructured.Unstructured) bool {
+func (c *Controller) hasFinalizer(u *cachedObject) bool {
 	for _, f := range u.GetFinalizers() {
 		if f == c.finalizer {
 			return true
@@ -75,7 +75,7 @@ func (c *Controller) hasFinalizer(u *unstructured.Unstructured) bool {
 // field manager. The field manager that set a finalizer is the only one
 // that owns it, so an apply without it removes it. Once ctx is done it
 // applies nothing.
-func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstructured, keep bool) error {
+func (c *Controller) applyFinalizer(ctx context.Context, u *cachedObject, keep bool) error {
 	verb := "adding"
 	if !keep {
 		verb = "removing"
@@ -85,15 +85,10 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstruc
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("kube: not %s finalizer %q of %s: the reconcile was cancelled: %w", verb, c.finalizer, c.describe(u), err)
 	}
-	md := applyMetadata(u)
+	apply := c.applyObject(u)
 	if keep {
-		md["finalizers"] = []any{c.finalizer}
+		apply.Object["metadata"].(map[string]any)["finalizers"] = []any{c.finalizer}
 	}
-	apply := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": u.GetAPIVersion(),
-		"kind":       u.GetKind(),
-		"metadata":   md,
-	}}
 	_, err := c.clients.dynamic.Resource(c.gvr).Namespace(u.GetNamespace()).Apply(ctx, u.GetName(), apply,
 		metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true})
 	if !keep && (apierrors.IsNotFound(err) || apierrors.IsConflict(err)) {
@@ -115,7 +110,7 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *unstructured.Unstruc
 // wasFinalized reports whether the controller has already removed its
 // finalizer from u, which the cache shows only until the informer sees u
 // deleted.
-func (c *Controller) wasFinalized(u *unstructured.Unstructured) bool {
+func (c *Controller) wasFinalized(u *cachedObject) bool {
 	_, ok := c.finalized.Load(u.GetUID())
 	return ok
 }
@@ -131,18 +126,22 @@ func (c *Controller) forgetFinalized(obj any) {
 	}
 }
 
-// applyMetadata is the metadata of an apply to u: its name, its namespace,
-// and its uid. The uid makes the apply fail rather than create an object
-// deleted since the cache saw it (an apply to an object that doesn't exist
-// creates it), or change another object of the same name: the API
-// server's patch handler refuses "uid mismatch".
-func applyMetadata(u *unstructured.Unstructured) map[string]any {
-	md := map[string]any{"name": u.GetName()}
-	if ns := u.GetNamespace(); ns != "" {
-		md["namespace"] = ns
+// applyObject is the start of an apply to u: its apiVersion, its kind,
+// and its metadata's name, namespace and uid. The uid makes the apply fail
+// rather than create an object deleted since the cache saw it (an apply to
+// an object that doesn't exist creates it), or change another object of
+// the same name: the API server's patch handler refuses "uid mismatch".
+func (c *Controller) applyObject(u *cachedObject) *unstructured.Unstructured {
+	md := map[string]any{"name": u.name}
+	if u.namespace != "" {
+		md["namespace"] = u.namespace
 	}
-	if uid := u.GetUID(); uid != "" {
-		md["uid"] = string(uid)
+	if u.uid != "" {
+		md["uid"] = string(u.uid)
 	}
-	return md
+	return &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": c.gvr.GroupVersion().String(),
+		"kind":       c.kind,
+		"metadata":   md,
+	}}
 }

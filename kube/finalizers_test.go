@@ -13,6 +13,7 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	clienttesting "k8s.io/client-go/testing"
 )
@@ -295,11 +296,11 @@ func TestFinalizeRunsOnceWhenTheCacheStillShowsTheFinalizedObject(t *testing.T) 
 			}))
 		stale := w.DeepCopy()
 
-		_, err := c.handle(t.Context(), c, stale)
+		_, err := c.handle(t.Context(), c, cached(t, stale))
 		require.NoError(t, err)
 		require.False(t, f.exists(widgetGVR, testNamespace, "w1"), "removing the finalizer completes the deletion")
 
-		_, err = c.handle(t.Context(), c, stale)
+		_, err = c.handle(t.Context(), c, cached(t, stale))
 		require.NoError(t, err, "the object is gone: there is nothing left to do")
 		require.Equal(t, map[string]int{"w1": 1}, finalizes.get(), "f runs once")
 	})
@@ -324,9 +325,17 @@ func TestRemovingTheFinalizerOfAnObjectThatIsGoneIsDone(t *testing.T) {
 				return nil
 			}))
 
-		_, err := c.handle(t.Context(), c, w)
+		_, err := c.handle(t.Context(), c, cached(t, w))
 		require.NoError(t, err)
 		require.Equal(t, map[string]int{"w1": 1}, finalizes.get())
 		require.False(t, f.exists(widgetGVR, testNamespace, "w1"), "the remove's apply, which names the uid, never recreates the object")
 	})
+}
+
+// cached is u as the resource's cache holds it.
+func cached(t testing.TB, u *unstructured.Unstructured) *cachedObject {
+	t.Helper()
+	o, err := newCachedObject(u.DeepCopy())
+	require.NoError(t, err)
+	return o
 }

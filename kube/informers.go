@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -19,26 +20,29 @@ import (
 // built here only so that their watches are detached: see detachedWatch.
 
 // newResourceInformer is dynamicinformer.NewFilteredDynamicInformer's
-// informer of gvr in namespace ("" for all), with detached watches.
-func newResourceInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string, resync time.Duration) cache.SharedIndexInformer {
+// informer of gvr in namespace ("" for all), with detached watches, whose
+// cache holds each object as a *cachedObject with its JSON.
+func newResourceInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string, resync time.Duration) (cache.SharedIndexInformer, error) {
 	ri := client.Resource(gvr).Namespace(namespace)
-	return newInformer(client, ri.List, ri.Watch, &unstructured.Unstructured{},
+	return newInformer(client, ri.List, ri.Watch, &unstructured.Unstructured{}, compactObject,
 		cache.SharedIndexInformerOptions{ResyncPeriod: resync, ObjectDescription: gvr.String()})
 }
 
 // newMetadataInformer is metadatainformer.NewFilteredMetadataInformer's
 // informer of gvr in namespace ("" for all), with no resync and detached
-// watches.
-func newMetadataInformer(client metadata.Interface, gvr schema.GroupVersionResource, namespace string) cache.SharedIndexInformer {
+// watches, whose cache holds each object as a *cachedObject of the
+// metadata Owns reads.
+func newMetadataInformer(client metadata.Interface, gvr schema.GroupVersionResource, namespace string) (cache.SharedIndexInformer, error) {
 	ri := client.Resource(gvr).Namespace(namespace)
-	return newInformer(client, ri.List, ri.Watch, &metav1.PartialObjectMetadata{},
+	return newInformer(client, ri.List, ri.Watch, &metav1.PartialObjectMetadata{}, compactMetadata,
 		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String() + " metadata"})
 }
 
 // newInformer is an informer of the objects list and start list and watch,
 // with client-go's watch-list semantics where client supports them
-// (cache.ToListWatcherWithWatchListSemantics), and detached watches.
-func newInformer[L runtime.Object](client any, list func(context.Context, metav1.ListOptions) (L, error), start func(context.Context, metav1.ListOptions) (watch.Interface, error), obj runtime.Object, opts cache.SharedIndexInformerOptions) cache.SharedIndexInformer {
+// (cache.ToListWatcherWithWatchListSemantics), and detached watches, which
+// caches each object as transform returns it.
+func newInformer[L runtime.Object](client any, list func(context.Context, metav1.ListOptions) (L, error), start func(context.Context, metav1.ListOptions) (watch.Interface, error), obj runtime.Object, transform cache.TransformFunc, opts cache.SharedIndexInformerOptions) (cache.SharedIndexInformer, error) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			l, err := list(ctx, o)
@@ -49,7 +53,11 @@ func newInformer[L runtime.Object](client any, list func(context.Context, metav1
 		},
 		WatchFuncWithContext: detachedWatch(start),
 	}
-	return cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), obj, opts)
+	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), obj, opts)
+	if err := inf.SetTransform(transform); err != nil {
+		return nil, fmt.Errorf("kube: setting the transform of the informer of %s: %w", opts.ObjectDescription, err)
+	}
+	return inf, nil
 }
 
 // detachedWatch runs start with a context that the informer's context

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -85,11 +84,11 @@ func (c *Controller) reconcileKey(ctx context.Context, lister cache.Indexer, key
 	if !exists {
 		return 0, nil
 	}
-	u, ok := item.(*unstructured.Unstructured)
+	o, ok := item.(*cachedObject)
 	if !ok {
 		return 0, fmt.Errorf("kube: the cache holds a %T for %s %s", item, c.kind, key)
 	}
-	return c.handle(ctx, c, u)
+	return c.handle(ctx, c, o)
 }
 
 // panicError is a recovered panic and the stack it was raised on.
@@ -116,11 +115,11 @@ type objectType[T any] struct {
 }
 
 // handle runs steps 2 to 6 of Reconciling for the cached object u.
-func (t objectType[T]) handle(ctx context.Context, c *Controller, u *unstructured.Unstructured) (time.Duration, error) {
+func (t objectType[T]) handle(ctx context.Context, c *Controller, u *cachedObject) (time.Duration, error) {
 	// 2. Decode it into a new T. The decode is the copy, so nothing the
 	// Reconciler does changes the cache.
 	var obj T
-	if err := decode(u, &obj); err != nil {
+	if err := u.decode(&obj); err != nil {
 		return 0, fmt.Errorf("kube: decoding %s: %w", c.describe(u), err)
 	}
 
@@ -164,41 +163,11 @@ func (t objectType[T]) handle(ctx context.Context, c *Controller, u *unstructure
 	return after, err
 }
 
-// decode decodes u into a new T through its JSON encoding, with
-// encoding/json, which honours json tags and json.Unmarshaler, and names
-// the field of an object that doesn't fit T. The decode is the
-// Reconciler's copy: nothing it shares is the cache's.
-//
-// apimachinery's unstructured converter is faster (BenchmarkDecode), but it
-// converts a number to a narrower field silently, so a size of 1<<40 in an
-// int32 would reach the Reconciler as 0, and -1 in a uint8 as 255. A
-// number that doesn't fit its field is an error here, retried like any
-// other.
-func decode[T any](u *unstructured.Unstructured, obj *T) error {
-	return decodeJSON(u, obj)
-}
-
-// decodeJSON decodes u into obj through its JSON encoding, and names the
-// field of an object that doesn't fit obj's type.
-func decodeJSON(u *unstructured.Unstructured, obj any) error {
-	b, err := u.MarshalJSON()
-	if err != nil {
-		return err
-	}
-	if err := json.Unmarshal(b, obj); err != nil {
-		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
-			return fmt.Errorf("field %s: a JSON %s doesn't fit a Go %v", te.Field, te.Value, te.Type)
-		}
-		return err
-	}
-	return nil
-}
-
 // applyStatus applies status to u's status subresource with server-side
 // apply, under the controller's field manager and forced, since the
 // controller owns the status whole, unless its JSON encoding is before's,
 // or ctx is done.
-func (c *Controller) applyStatus(ctx context.Context, u *unstructured.Unstructured, before []byte, status any) error {
+func (c *Controller) applyStatus(ctx context.Context, u *cachedObject, before []byte, status any) error {
 	b, err := json.Marshal(status)
 	if err != nil {
 		return fmt.Errorf("kube: encoding the status of %s: %w", c.describe(u), err)
@@ -215,13 +184,8 @@ func (c *Controller) applyStatus(ctx context.Context, u *unstructured.Unstructur
 	if err := json.Unmarshal(b, &v); err != nil {
 		return fmt.Errorf("kube: encoding the status of %s: %w", c.describe(u), err)
 	}
-	md := applyMetadata(u)
-	apply := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": u.GetAPIVersion(),
-		"kind":       u.GetKind(),
-		"metadata":   md,
-		"status":     v,
-	}}
+	apply := c.applyObject(u)
+	apply.Object["status"] = v
 	_, err = c.clients.dynamic.Resource(c.gvr).Namespace(u.GetNamespace()).ApplyStatus(ctx, u.GetName(), apply,
 		metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true})
 	if err != nil {
@@ -231,7 +195,7 @@ func (c *Controller) applyStatus(ctx context.Context, u *unstructured.Unstructur
 }
 
 // describe names u in errors, as its kind and namespace/name.
-func (c *Controller) describe(u *unstructured.Unstructured) string {
+func (c *Controller) describe(u *cachedObject) string {
 	if ns := u.GetNamespace(); ns != "" {
 		return c.kind + " " + ns + "/" + u.GetName()
 	}

@@ -6,7 +6,6 @@ import (
 	"sync"
 
 	"golang.org/x/time/rate"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -73,11 +72,20 @@ func (c *Controller) Serve(ctx context.Context) error {
 		stopInformers()
 		informers.Wait()
 	}
-	resource := newResourceInformer(c.clients.dynamic, c.gvr, ns, c.settings.Resync)
+	resource, err := newResourceInformer(c.clients.dynamic, c.gvr, ns, c.settings.Resync)
+	if err != nil {
+		stop()
+		return err
+	}
 	all := []cache.SharedIndexInformer{resource}
 	handlers := []cache.ResourceEventHandler{c.objectHandler(queue)}
 	for _, gvr := range c.owns {
-		all = append(all, newMetadataInformer(c.clients.metadata, gvr, ns))
+		inf, err := newMetadataInformer(c.clients.metadata, gvr, ns)
+		if err != nil {
+			stop()
+			return err
+		}
+		all = append(all, inf)
 		handlers = append(handlers, c.ownerHandler(queue))
 	}
 	var checkers []cache.DoneChecker
@@ -153,27 +161,13 @@ loop:
 	return nil
 }
 
-// watch drops the managed fields of every object inf caches, and adds h to
-// it with the controller's logger.
+// watch adds h to inf with the controller's logger.
 func (c *Controller) watch(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
-	if err := inf.SetTransform(dropManagedFields); err != nil {
-		return nil, fmt.Errorf("kube: setting an informer's transform: %w", err)
-	}
 	reg, err := inf.AddEventHandlerWithOptions(h, cache.HandlerOptions{Logger: &c.tel.klog})
 	if err != nil {
 		return nil, fmt.Errorf("kube: adding an informer's handler: %w", err)
 	}
 	return reg, nil
-}
-
-// dropManagedFields is the informers' transform. It keeps managed fields
-// out of the cache: the controller never reads them, and they are often the
-// larger part of a small object's metadata.
-func dropManagedFields(obj any) (any, error) {
-	if m, err := meta.Accessor(obj); err == nil {
-		m.SetManagedFields(nil)
-	}
-	return obj, nil
 }
 
 // objectHandler queues the key, namespace/name or name, of every object of

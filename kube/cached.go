@@ -1,0 +1,266 @@
+package kube
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+)
+
+// cachedObject is what the controller's informers cache of one object, in
+// place of what the client decoded: the resource's objects as their JSON
+// encoding, without managed fields, beside the metadata the controller reads
+// without decoding them; the owned resources' objects as the metadata Owns
+// reads. An unstructured object holds about 5.7 times its JSON in maps and
+// interfaces (BenchmarkCachedObjectBytes); this holds about its JSON. The
+// reconcile decodes raw into the user's type, which is then the
+// Reconciler's own copy.
+//
+// It is a metav1.Object, so that client-go's key functions, indexers and
+// meta.Accessor read it. It is read-only once cached: its setters set the
+// fields it keeps and ignore the others, and its getters of the others
+// return their zero values.
+type cachedObject struct {
+	// raw is the object's JSON encoding without managed fields; "" for an
+	// owned resource's. The strings below are substrings of it where its
+	// bytes hold them, as they do for any name, namespace, uid and
+	// resourceVersion, so that they cost no memory of their own.
+	raw string
+
+	namespace, name string
+	uid             types.UID
+	resourceVersion string
+	generation      int64
+
+	// rare holds what few objects have, nil when an object has none of it:
+	// 8 bytes in place of 56 on every object.
+	rare *cachedRare
+}
+
+// cachedRare is the part of a cachedObject that few objects have.
+type cachedRare struct {
+	deletionTimestamp *metav1.Time
+	finalizers        []string
+
+	// ownerReferences are an owned resource's, which Owns reads; nil for
+	// the resource's own objects.
+	ownerReferences []metav1.OwnerReference
+}
+
+// newCachedObject is u as the resource's cache holds it. It removes u's
+// managed fields, which the controller never reads and which are often
+// the larger part of a small object's metadata.
+func newCachedObject(u *unstructured.Unstructured) (*cachedObject, error) {
+	if md, ok := u.Object["metadata"].(map[string]any); ok {
+		delete(md, "managedFields")
+	}
+	b, err := json.Marshal(u.Object)
+	if err != nil {
+		return nil, fmt.Errorf("kube: encoding %s %s for the cache: %w", u.GetKind(), u.GetName(), err)
+	}
+	raw := string(b)
+	c := &cachedObject{
+		raw:             raw,
+		namespace:       within(raw, u.GetNamespace()),
+		name:            within(raw, u.GetName()),
+		uid:             types.UID(within(raw, string(u.GetUID()))),
+		resourceVersion: within(raw, u.GetResourceVersion()),
+		generation:      u.GetGeneration(),
+	}
+	c.SetDeletionTimestamp(u.GetDeletionTimestamp())
+	if fs := u.GetFinalizers(); len(fs) > 0 {
+		for i, f := range fs {
+			fs[i] = within(raw, f)
+		}
+		c.SetFinalizers(fs)
+	}
+	return c, nil
+}
+
+// newCachedMetadata is m as an owned resource's cache holds it: only what
+// Owns reads, its name, namespace, uid, resourceVersion and owner
+// references.
+func newCachedMetadata(m *metav1.PartialObjectMetadata) *cachedObject {
+	c := &cachedObject{
+		namespace:       m.Namespace,
+		name:            m.Name,
+		uid:             m.UID,
+		resourceVersion: m.ResourceVersion,
+	}
+	c.SetOwnerReferences(m.OwnerReferences)
+	return c
+}
+
+// within returns s as a substring of raw if raw holds its bytes, or else s.
+func within(raw, s string) string {
+	if s == "" {
+		return ""
+	}
+	if i := strings.Index(raw, s); i >= 0 {
+		return raw[i : i+len(s)]
+	}
+	return s
+}
+
+// compactObject is the resource's informer's transform: an unstructured
+// object becomes a *cachedObject. It is idempotent, as client-go asks of a
+// transform.
+func compactObject(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		return newCachedObject(u)
+	}
+	return obj, nil
+}
+
+// compactMetadata is the owned resources' informers' transform: a
+// *metav1.PartialObjectMetadata becomes a *cachedObject of the metadata
+// Owns reads. It is idempotent, as client-go asks of a transform.
+func compactMetadata(obj any) (any, error) {
+	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+		return newCachedMetadata(m), nil
+	}
+	return obj, nil
+}
+
+// decode decodes c's JSON into obj with encoding/json, which honours json
+// tags and json.Unmarshaler, and names the field of an object that doesn't
+// fit obj's type. The decode is the caller's copy: nothing it shares is the
+// cache's.
+//
+// apimachinery's unstructured converter is faster on an unstructured object
+// (BenchmarkDecode), but it converts a number to a narrower field silently,
+// so a size of 1<<40 in an int32 would reach the Reconciler as 0, and -1 in
+// a uint8 as 255. A number that doesn't fit its field is an error here,
+// retried like any other.
+func (c *cachedObject) decode(obj any) error {
+	if c.raw == "" {
+		return errors.New("the cache holds only its metadata")
+	}
+	return decodeJSON([]byte(c.raw), obj)
+}
+
+// decodeJSON decodes raw into obj, and names the field of an object that
+// doesn't fit obj's type.
+func decodeJSON(raw []byte, obj any) error {
+	if err := json.Unmarshal(raw, obj); err != nil {
+		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
+			return fmt.Errorf("field %s: a JSON %s doesn't fit a Go %v", te.Field, te.Value, te.Type)
+		}
+		return err
+	}
+	return nil
+}
+
+// decodeCached decodes the object indexer holds at key, namespace/name or
+// name, into a new T, which is the caller's own copy. exists is false, with
+// a zero T and no error, when the cache holds no object at key. The
+// indexer is one the controller built: of the resource's objects, whose
+// JSON it keeps. An owned resource's cache keeps only metadata, so decoding
+// one of its objects into anything but its metadata is an error.
+func decodeCached[T any](indexer cache.Indexer, key string) (obj T, exists bool, err error) {
+	item, exists, err := indexer.GetByKey(key)
+	if err != nil || !exists {
+		return obj, exists, err
+	}
+	c, ok := item.(*cachedObject)
+	if !ok {
+		return obj, true, fmt.Errorf("the cache holds a %T at %s", item, key)
+	}
+	if err := c.decode(&obj); err != nil {
+		return obj, true, err
+	}
+	return obj, true, nil
+}
+
+// key is c's work queue key: namespace/name, or name.
+func (c *cachedObject) key() string {
+	if c.namespace == "" {
+		return c.name
+	}
+	return c.namespace + "/" + c.name
+}
+
+var _ metav1.Object = (*cachedObject)(nil)
+
+func (c *cachedObject) GetNamespace() string              { return c.namespace }
+func (c *cachedObject) SetNamespace(ns string)            { c.namespace = ns }
+func (c *cachedObject) GetName() string                   { return c.name }
+func (c *cachedObject) SetName(name string)               { c.name = name }
+func (c *cachedObject) GetGenerateName() string           { return "" }
+func (c *cachedObject) SetGenerateName(string)            {}
+func (c *cachedObject) GetUID() types.UID                 { return c.uid }
+func (c *cachedObject) SetUID(uid types.UID)              { c.uid = uid }
+func (c *cachedObject) GetResourceVersion() string        { return c.resourceVersion }
+func (c *cachedObject) SetResourceVersion(rv string)      { c.resourceVersion = rv }
+func (c *cachedObject) GetGeneration() int64              { return c.generation }
+func (c *cachedObject) SetGeneration(g int64)             { c.generation = g }
+func (c *cachedObject) GetSelfLink() string               { return "" }
+func (c *cachedObject) SetSelfLink(string)                {}
+func (c *cachedObject) GetCreationTimestamp() metav1.Time { return metav1.Time{} }
+func (c *cachedObject) SetCreationTimestamp(metav1.Time)  {}
+func (c *cachedObject) GetDeletionTimestamp() *metav1.Time {
+	if c.rare == nil {
+		return nil
+	}
+	return c.rare.deletionTimestamp
+}
+
+func (c *cachedObject) SetDeletionTimestamp(t *metav1.Time) {
+	if t != nil || c.rare != nil {
+		c.setRare(func(r *cachedRare) { r.deletionTimestamp = t })
+	}
+}
+
+func (c *cachedObject) GetDeletionGracePeriodSeconds() *int64 {
+	return nil
+}
+func (c *cachedObject) SetDeletionGracePeriodSeconds(*int64) {}
+func (c *cachedObject) GetLabels() map[string]string         { return nil }
+func (c *cachedObject) SetLabels(map[string]string)          {}
+func (c *cachedObject) GetAnnotations() map[string]string    { return nil }
+func (c *cachedObject) SetAnnotations(map[string]string)     {}
+func (c *cachedObject) GetFinalizers() []string {
+	if c.rare == nil {
+		return nil
+	}
+	return c.rare.finalizers
+}
+
+func (c *cachedObject) SetFinalizers(fs []string) {
+	if len(fs) > 0 || c.rare != nil {
+		c.setRare(func(r *cachedRare) { r.finalizers = fs })
+	}
+}
+
+func (c *cachedObject) GetOwnerReferences() []metav1.OwnerReference {
+	if c.rare == nil {
+		return nil
+	}
+	return c.rare.ownerReferences
+}
+
+func (c *cachedObject) SetOwnerReferences(refs []metav1.OwnerReference) {
+	if len(refs) > 0 || c.rare != nil {
+		c.setRare(func(r *cachedRare) { r.ownerReferences = refs })
+	}
+}
+
+// setRare sets a rare field with set, and drops c.rare once it holds
+// nothing.
+func (c *cachedObject) setRare(set func(*cachedRare)) {
+	if c.rare == nil {
+		c.rare = &cachedRare{}
+	}
+	set(c.rare)
+	if c.rare.deletionTimestamp == nil && len(c.rare.finalizers) == 0 && len(c.rare.ownerReferences) == 0 {
+		c.rare = nil
+	}
+}
+
+func (c *cachedObject) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
+func (c *cachedObject) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
