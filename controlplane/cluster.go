@@ -51,16 +51,15 @@ type Cluster struct {
 	rest    *rest.Config
 	dataDir string // "" for an existing cluster
 
-	// For RestartControllerManager; kcmPath is "" for an existing cluster.
-	lifetime   context.Context // Start's ctx: the processes live as long as it
-	kcmPath    string
-	kcmArgs    []string
-	kcmHealthz string
+	// For Restart: how each process was started and is checked ready;
+	// empty for an existing cluster.
+	lifetime context.Context // Start's ctx: the processes live as long as it
+	specs    map[string]procSpec
 
 	mu        sync.Mutex
-	procs     []*process
+	procs     []*Process
 	exited    chan struct{} // closed when the first process exits
-	firstExit *process
+	firstExit *Process
 
 	stopOnce sync.Once
 	stopErr  error
@@ -122,7 +121,7 @@ func (c *Cluster) Stop() error {
 		c.mu.Unlock()
 		slices.Reverse(procs)
 		for _, p := range procs {
-			p.kill()
+			_ = p.Kill()
 		}
 		if c.dataDir != "" {
 			if err := os.RemoveAll(c.dataDir); err != nil {

@@ -185,6 +185,54 @@ func TestControlPlane(t *testing.T) {
 			t.Errorf("403 %q does not name the user %s (so the token did not authenticate as it)", err, want)
 		}
 	})
+
+	// Last, since it takes the API server and etcd away: a client made
+	// before a fault reaches the server again after it.
+	t.Run("APIServerRestartAndEtcdPauseAreSurvivedByAClient", func(t *testing.T) {
+		if controlplanetest.External() {
+			t.Skip("an existing cluster's processes are not this test's")
+		}
+		get := func(ctx context.Context) error {
+			_, err := cs.CoreV1().Namespaces().Get(ctx, namespace, metav1.GetOptions{})
+			return err
+		}
+		if err := c.Kill(controlplane.KubeAPIServer); err != nil {
+			t.Fatal(err)
+		}
+		if err := get(ctx); err == nil {
+			t.Fatal("the API server answered once killed")
+		}
+		start := time.Now()
+		if err := c.Restart(ctx, controlplane.KubeAPIServer); err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("kube-apiserver restarted in %s", time.Since(start).Round(time.Millisecond))
+		if err := get(ctx); err != nil {
+			t.Fatalf("the client made before the restart: %v", err)
+		}
+
+		if err := c.Pause(controlplane.Etcd); err != nil {
+			t.Fatal(err)
+		}
+		// A quorum read needs etcd: it hangs until the request's timeout.
+		short, cancel := context.WithTimeout(ctx, time.Second)
+		err := get(short)
+		cancel()
+		if err == nil {
+			t.Fatal("a read was answered with etcd paused")
+		}
+		if err := c.Continue(controlplane.Etcd); err != nil {
+			t.Fatal(err)
+		}
+		if err := get(ctx); err != nil {
+			t.Fatalf("a read once etcd continued: %v", err)
+		}
+		select {
+		case <-c.Done():
+			t.Fatalf("a fault was reported as a crash: %v", c.Err())
+		default:
+		}
+	})
 }
 
 // createWidgetCRD creates the Widget CRD (spec.size: integer, minimum 1),

@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -151,6 +150,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		dataDir:  dir,
 		exited:   make(chan struct{}),
 		lifetime: ctx,
+		specs:    map[string]procSpec{},
 	}
 	defer func() {
 		if err != nil {
@@ -186,7 +186,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	tEtcd := time.Now()
 	etcdURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(etcdPort))
 	peerURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(peerPort))
-	etcd, err := c.start(ctx, Etcd, bins.Etcd, []string{
+	c.specs[Etcd] = procSpec{path: bins.Etcd, args: []string{
 		"--name=humus",
 		"--data-dir=" + filepath.Join(dir, "etcd"),
 		"--listen-client-urls=" + etcdURL,
@@ -197,21 +197,23 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--initial-cluster-state=new",
 		"--unsafe-no-fsync", // the data is thrown away at Stop
 		"--log-level=warn",
-	})
+	}, ready: func(ctx context.Context) error {
+		plain := &http.Client{Timeout: 2 * time.Second}
+		defer plain.CloseIdleConnections()
+		return get(ctx, plain, etcdURL+"/health", "")
+	}}
+	etcd, err := c.startSpec(ctx, Etcd)
 	if err != nil {
 		return c, err
 	}
-	plain := &http.Client{Timeout: 2 * time.Second}
-	if err := c.waitFor(ctx, deadline, etcd, func(ctx context.Context) error {
-		return get(ctx, plain, etcdURL+"/health", "")
-	}); err != nil {
+	if err := c.waitFor(ctx, deadline, etcd, c.specs[Etcd].ready); err != nil {
 		return c, err
 	}
 	ready(Etcd, tEtcd)
 
 	// kube-apiserver
 	tAPI := time.Now()
-	apiserver, err := c.start(ctx, KubeAPIServer, bins.KubeAPIServer, append([]string{
+	c.specs[KubeAPIServer] = procSpec{path: bins.KubeAPIServer, args: append([]string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		// Advertise loopback, which the default (lease) endpoint reconciler
@@ -231,19 +233,19 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--service-cluster-ip-range=" + serviceCIDR,
 		"--authorization-mode=RBAC",
 		"--profiling=false",
-	}, opts.APIServerFlags...))
+	}, opts.APIServerFlags...), ready: func(ctx context.Context) error {
+		tlsClient := c.tlsClient()
+		defer tlsClient.CloseIdleConnections()
+		return get(ctx, tlsClient, "https://"+c.Server+"/readyz", c.Token)
+	}}
+	apiserver, err := c.startSpec(ctx, KubeAPIServer)
 	if err != nil {
 		return c, err
 	}
-	tlsClient := &http.Client{
-		Timeout:   2 * time.Second,
-		Transport: &http.Transport{TLSClientConfig: c.TLS.Clone()},
-	}
+	tlsClient := c.tlsClient()
 	defer tlsClient.CloseIdleConnections()
 	base := "https://" + c.Server
-	if err := c.waitFor(ctx, deadline, apiserver, func(ctx context.Context) error {
-		return get(ctx, tlsClient, base+"/readyz", c.Token)
-	}); err != nil {
+	if err := c.waitFor(ctx, deadline, apiserver, c.specs[KubeAPIServer].ready); err != nil {
 		return c, err
 	}
 	ready(KubeAPIServer, tAPI)
@@ -255,8 +257,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		controllers = append(controllers, WorkloadControllers()...)
 	}
 	controllers = append(controllers, opts.ExtraControllers...)
-	c.kcmPath = bins.KubeControllerManager
-	c.kcmArgs = []string{
+	kcmArgs := []string{
 		"--kubeconfig=" + c.Kubeconfig,
 		"--authentication-kubeconfig=" + c.Kubeconfig,
 		"--authorization-kubeconfig=" + c.Kubeconfig,
@@ -271,14 +272,18 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--cluster-name=humus",
 		"--profiling=false",
 	}
-	c.kcmArgs = append(c.kcmArgs, opts.ControllerManagerFlags...)
-	c.kcmHealthz = "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(kcmPort)) + "/healthz"
-	kcm, err := c.start(ctx, KubeControllerManager, c.kcmPath, c.kcmArgs)
+	kcmHealthz := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(kcmPort)) + "/healthz"
+	c.specs[KubeControllerManager] = procSpec{path: bins.KubeControllerManager, args: append(kcmArgs, opts.ControllerManagerFlags...), ready: func(ctx context.Context) error {
+		tlsClient := c.tlsClient()
+		defer tlsClient.CloseIdleConnections()
+		return get(ctx, tlsClient, kcmHealthz, "")
+	}}
+	kcm, err := c.startSpec(ctx, KubeControllerManager)
 	if err != nil {
 		return c, err
 	}
 	if err := c.waitFor(ctx, deadline, kcm, func(ctx context.Context) error {
-		if err := get(ctx, tlsClient, c.kcmHealthz, ""); err != nil {
+		if err := c.specs[KubeControllerManager].ready(ctx); err != nil {
 			return err
 		}
 		return get(ctx, tlsClient, base+"/api/v1/namespaces/default/serviceaccounts/default", c.Token)
@@ -299,35 +304,12 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 // CRDs whose objects own others. For an existing cluster (FromKubeconfig) it
 // does nothing. It must not be called concurrently with Stop.
 //
-// Errors: the new process exits or is not healthy within a minute (with the
-// tail of its log), or ctx is done.
+// Errors: as Restart's.
 func (c *Cluster) RestartControllerManager(ctx context.Context) error {
-	if c.kcmPath == "" {
+	if c.specs == nil {
 		return nil
 	}
-	c.mu.Lock()
-	var old *process
-	for i, p := range c.procs {
-		if p.name == KubeControllerManager {
-			old = p
-			c.procs = slices.Delete(c.procs, i, i+1)
-			break
-		}
-	}
-	c.mu.Unlock()
-	if old != nil {
-		old.replaced.Store(true)
-		old.kill()
-	}
-	p, err := c.start(c.lifetime, KubeControllerManager, c.kcmPath, c.kcmArgs)
-	if err != nil {
-		return err
-	}
-	tlsClient := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{TLSClientConfig: c.TLS.Clone()}}
-	defer tlsClient.CloseIdleConnections()
-	return c.waitFor(ctx, time.Now().Add(time.Minute), p, func(ctx context.Context) error {
-		return get(ctx, tlsClient, c.kcmHealthz, "")
-	})
+	return c.Restart(ctx, KubeControllerManager)
 }
 
 // namedPort is a port asked for (0: any free port) and what it is for.
@@ -395,10 +377,12 @@ func get(ctx context.Context, client *http.Client, url, token string) error {
 	return nil
 }
 
-// start starts one of the cluster's processes; its exit before Stop is
-// reported by Done and Err.
-func (c *Cluster) start(ctx context.Context, name, path string, args []string) (*process, error) {
-	p, err := startProcess(ctx, name, path, args, c.dataDir, c.processExited)
+// startSpec starts one of the cluster's processes, as c.specs says; its
+// exit before Stop, unless it was killed on purpose, is reported by Done
+// and Err.
+func (c *Cluster) startSpec(ctx context.Context, name string) (*Process, error) {
+	spec := c.specs[name]
+	p, err := startProcess(ctx, name, spec.path, spec.args, c.dataDir, c.processExited)
 	if err != nil {
 		return nil, err
 	}
@@ -408,8 +392,8 @@ func (c *Cluster) start(ctx context.Context, name, path string, args []string) (
 	return p, nil
 }
 
-func (c *Cluster) processExited(p *process) {
-	if p.replaced.Load() {
+func (c *Cluster) processExited(p *Process) {
+	if p.intended.Load() {
 		return
 	}
 	c.mu.Lock()
@@ -423,7 +407,7 @@ func (c *Cluster) processExited(p *process) {
 // waitFor polls check every 100ms until it returns nil, and fails when any
 // process of the cluster exits (with the tail of its log), when ctx is done,
 // or at deadline (with the last check error and the tail of p's log).
-func (c *Cluster) waitFor(ctx context.Context, deadline time.Time, p *process, check func(context.Context) error) error {
+func (c *Cluster) waitFor(ctx context.Context, deadline time.Time, p *Process, check func(context.Context) error) error {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	tick := time.NewTicker(100 * time.Millisecond)

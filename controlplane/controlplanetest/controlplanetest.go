@@ -11,6 +11,7 @@ package controlplanetest
 import (
 	"context"
 	"os"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -98,4 +99,19 @@ type logWriter struct{ t testing.TB }
 func (w logWriter) Write(p []byte) (int, error) {
 	w.t.Log(strings.TrimRight(string(p), "\n"))
 	return len(p), nil
+}
+
+// StartProcess starts cmd as a controlplane.Process named name (see
+// controlplane.StartProcess), such as an App run as a subprocess that the
+// test pauses, continues, signals or kills, and kills it (its whole process
+// group) when the test ends, if it still runs. Any error fails the test at
+// once (t.Fatal).
+func StartProcess(t testing.TB, name string, cmd *exec.Cmd) *controlplane.Process {
+	t.Helper()
+	p, err := controlplane.StartProcess(name, cmd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = p.Kill() })
+	return p
 }
