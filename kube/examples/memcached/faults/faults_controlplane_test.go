@@ -1,0 +1,438 @@
+//go:build controlplane
+
+package faults_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/ptr"
+
+	"github.com/z5labs/humus/controlplane"
+	"github.com/z5labs/humus/controlplane/controlplanetest"
+	"github.com/z5labs/humus/kube/examples/internal/apptest"
+	"github.com/z5labs/humus/kube/examples/memcached/app"
+)
+
+const (
+	crdFile = "../deploy/crds/memcacheds.cache.example.com.yaml"
+	crdName = "memcacheds.cache.example.com"
+	lease   = app.FieldManager // the Lease's name
+
+	lostLease = "kube: lost the lease" // ErrLostLeadership's message
+)
+
+// TestFaults causes, on one local control plane, each fault the
+// reliability issue lists, against the Memcached App run as subprocesses,
+// and checks what the App does. Each subtest has a namespace of its own
+// for its Memcacheds and its Lease. Faults on the API server and etcd end
+// with them restarted or continued, so the subtests share the cluster.
+func TestFaults(t *testing.T) {
+	if controlplanetest.External() {
+		t.Skip("the faults kill, restart and stop the control plane's processes, which an existing cluster's are not")
+	}
+	e := apptest.NewEnv(t, controlplanetest.Start(t))
+	e.InstallCRD(t, crdFile, crdName)
+
+	t.Run("LeaderSIGKILLedTheStandbyTakesOverAndNoObjectIsReconciledByBoth", func(t *testing.T) {
+		ns := e.Namespace(t, "sigkill")
+		r0 := startReplica(t, e, ns, "replica-0", fast)
+		e.WaitHolder(t, 30*time.Second, ns, lease, "replica-0")
+		r1 := startReplica(t, e, ns, "replica-1", fast)
+		names := createMemcacheds(t, e, ns, 100, 1)
+
+		// Kill the leader mid-way through the objects.
+		apptest.Eventually(t, 30*time.Second, "replica-0 to start 30 reconciles", func(context.Context) (bool, error) {
+			return r0.count("reconcile-start", "") >= 30, nil
+		})
+		killed := time.Now()
+		r0.kill()
+		e.WaitHolder(t, 30*time.Second, ns, lease, "replica-1")
+		takeover := time.Since(killed)
+		bound := fast.LeaseDuration + fast.RetryPeriod
+		t.Logf("replica-1 took the Lease %v after replica-0's SIGKILL (LeaseDuration + RetryPeriod = %v)", takeover.Round(time.Millisecond), bound)
+		// client-go jitters its RetryPeriod by up to 1.2 times; the rest is
+		// a margin for a busy machine.
+		require.Less(t, takeover, bound+time.Duration(1.2*float64(fast.RetryPeriod))+3*time.Second, "the takeover")
+
+		waitConverged(t, e, ns, names)
+		requireNoOverlap(t, map[string][]event{"replica-0": r0.Events(), "replica-1": r1.Events()}, killed)
+		for _, ev := range r1.Events() {
+			if ev.Ev == "reconcile-start" {
+				require.True(t, ev.T.After(killed), "replica-1 reconciled %s at %v, before replica-0 was killed", ev.Key, ev.T)
+			}
+		}
+		t.Logf("replica-0 started %d reconciles, replica-1 %d", r0.count("reconcile-start", ""), r1.count("reconcile-start", ""))
+		r1.proc.Signal(syscall.SIGTERM)
+		require.Equal(t, 0, r1.waitExit(t, 30*time.Second))
+	})
+
+	t.Run("TheAPIServerDownShorterThanRenewDeadlineTheAppKeepsRunning", func(t *testing.T) {
+		ns := e.Namespace(t, "apiserver-short")
+		// RenewDeadline well above the ~5s a restart takes on a busy machine.
+		s := settings{LeaseDuration: 20 * time.Second, RenewDeadline: 15 * time.Second, RetryPeriod: time.Second, Workers: 1}
+		r0 := startReplica(t, e, ns, "replica-0", s)
+		e.WaitHolder(t, 30*time.Second, ns, lease, "replica-0")
+		waitConverged(t, e, ns, createMemcacheds(t, e, ns, 3, 1))
+
+		down := time.Now()
+		require.NoError(t, e.Cluster.Kill(controlplane.KubeAPIServer))
+		require.NoError(t, e.Cluster.Restart(t.Context(), controlplane.KubeAPIServer))
+		outage := time.Since(down)
+		t.Logf("the API server was down for %v (RenewDeadline %v)", outage.Round(time.Millisecond), s.RenewDeadline)
+		if outage >= s.RenewDeadline {
+			t.Skipf("the restart took %v, not shorter than RenewDeadline", outage)
+		}
+		select {
+		case <-r0.proc.Done():
+			t.Fatalf("the App exited (%d) after an outage shorter than RenewDeadline", r0.proc.ExitCode())
+		default:
+		}
+		// It still leads, and works: a Memcached made after the outage
+		// converges, and the ones before stay converged.
+		names := createMemcacheds(t, e, ns, 6, 1)
+		waitConverged(t, e, ns, names)
+		holder, err := e.Holder(t.Context(), ns, lease)
+		require.NoError(t, err)
+		require.Equal(t, "replica-0", holder)
+		r0.proc.Signal(syscall.SIGTERM)
+		require.Equal(t, 0, r0.waitExit(t, 30*time.Second))
+	})
+
+	t.Run("TheAPIServerDownLongerThanRenewDeadlineEndsTheAppWith1AndARestartedAppConverges", func(t *testing.T) {
+		ns := e.Namespace(t, "apiserver-long")
+		r0 := startReplica(t, e, ns, "replica-0", fast)
+		e.WaitHolder(t, 30*time.Second, ns, lease, "replica-0")
+		before := createMemcacheds(t, e, ns, 5, 1)
+		waitConverged(t, e, ns, before)
+
+		down := time.Now()
+		require.NoError(t, e.Cluster.Kill(controlplane.KubeAPIServer))
+		defer e.Cluster.Restart(context.Background(), controlplane.KubeAPIServer) // if the test fails first
+		code := r0.waitExit(t, fast.RenewDeadline+20*time.Second)
+		exited := time.Since(down)
+		t.Logf("the App exited %d, %v after the API server went down (RenewDeadline %v)", code, exited.Round(time.Millisecond), fast.RenewDeadline)
+		require.Equal(t, 1, code)
+		require.Contains(t, r0.stderr.String(), lostLease)
+		require.Less(t, exited, fast.RenewDeadline+5*time.Second, "the exit, about RenewDeadline after the outage began")
+
+		require.NoError(t, e.Cluster.Restart(t.Context(), controlplane.KubeAPIServer))
+		// While no replica runs: new objects, and a resize.
+		during := createMemcacheds(t, e, ns, 5, 2)
+		resize(t, e, ns, before[0], 3)
+		r1 := startReplica(t, e, ns, "replica-1", fast)
+		waitConverged(t, e, ns, append(before, during...))
+		r1.proc.Signal(syscall.SIGTERM)
+		require.Equal(t, 0, r1.waitExit(t, 30*time.Second))
+	})
+
+	t.Run("EtcdFrozenShorterThanRenewDeadlineTheAppKeepsRunning", func(t *testing.T) {
+		ns := e.Namespace(t, "etcd-short")
+		s := settings{LeaseDuration: 12 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 500 * time.Millisecond, Workers: 1}
+		r0 := startReplica(t, e, ns, "replica-0", s)
+		e.WaitHolder(t, 30*time.Second, ns, lease, "replica-0")
+		waitConverged(t, e, ns, createMemcacheds(t, e, ns, 3, 1))
+
+		require.NoError(t, e.Cluster.Pause(controlplane.Etcd))
+		frozen := time.Now()
+		time.Sleep(s.RenewDeadline / 4) // the fault's length: nothing to await
+		require.NoError(t, e.Cluster.Continue(controlplane.Etcd))
+		t.Logf("etcd was frozen for %v (RenewDeadline %v)", time.Since(frozen).Round(time.Millisecond), s.RenewDeadline)
+		names := createMemcacheds(t, e, ns, 6, 1)
+		waitConverged(t, e, ns, names)
+		select {
+		case <-r0.proc.Done():
+			t.Fatalf("the App exited (%d) after etcd froze for less than RenewDeadline", r0.proc.ExitCode())
+		default:
+		}
+		holder, err := e.Holder(t.Context(), ns, lease)
+		require.NoError(t, err)
+		require.Equal(t, "replica-0", holder)
+		r0.proc.Signal(syscall.SIGTERM)
+		require.Equal(t, 0, r0.waitExit(t, 30*time.Second))
+	})
+
+	t.Run("EtcdFrozenLongerThanRenewDeadlineEndsTheAppWith1AndARestartedAppConverges", func(t *testing.T) {
+		ns := e.Namespace(t, "etcd-long")
+		r0 := startReplica(t, e, ns, "replica-0", fast)
+		e.WaitHolder(t, 30*time.Second, ns, lease, "replica-0")
+		before := createMemcacheds(t, e, ns, 5, 1)
+		waitConverged(t, e, ns, before)
+
+		require.NoError(t, e.Cluster.Pause(controlplane.Etcd))
+		frozen := time.Now()
+		defer e.Cluster.Continue(controlplane.Etcd) // if the test fails first
+		code := r0.waitExit(t, fast.RenewDeadline+20*time.Second)
+		exited := time.Since(frozen)
+		require.NoError(t, e.Cluster.Continue(controlplane.Etcd))
+		t.Logf("the App exited %d, %v after etcd froze (RenewDeadline %v)", code, exited.Round(time.Millisecond), fast.RenewDeadline)
+		require.Equal(t, 1, code)
+		require.Contains(t, r0.stderr.String(), lostLease)
+		require.Less(t, exited, fast.RenewDeadline+5*time.Second, "the exit, about RenewDeadline after etcd froze")
+
+		during := createMemcacheds(t, e, ns, 5, 2)
+		resize(t, e, ns, before[0], 3)
+		r1 := startReplica(t, e, ns, "replica-1", fast)
+		waitConverged(t, e, ns, append(before, during...))
+		r1.proc.Signal(syscall.SIGTERM)
+		require.Equal(t, 0, r1.waitExit(t, 30*time.Second))
+	})
+
+	t.Run("TheLeaseTakenByAnotherHolderEndsTheAppWithErrLostLeadership", func(t *testing.T) {
+		ns := e.Namespace(t, "lease-taken")
+		r0 := startReplica(t, e, ns, "replica-0", fast)
+		e.WaitHolder(t, 30*time.Second, ns, lease, "replica-0")
+		waitConverged(t, e, ns, createMemcacheds(t, e, ns, 3, 1))
+
+		taken := takeLease(t, e, ns, "intruder")
+		code := r0.waitExit(t, 30*time.Second)
+		t.Logf("the App exited %d, %v after the Lease was taken (RenewDeadline %v)", code, time.Since(taken).Round(time.Millisecond), fast.RenewDeadline)
+		require.Equal(t, 1, code)
+		require.Contains(t, r0.stderr.String(), lostLease)
+		holder, err := e.Holder(t.Context(), ns, lease)
+		require.NoError(t, err)
+		require.Equal(t, "intruder", holder, "the Lease's holder once the App exited: it is not released after a loss")
+	})
+
+	t.Run("SIGTERMWithABacklogFinishesOnlyTheReconcileInFlightAndTheNextReplicaFinishesIt", func(t *testing.T) {
+		ns := e.Namespace(t, "backlog")
+		start := time.Now()
+		names := createMemcacheds(t, e, ns, backlog, 1)
+		t.Logf("created %d Memcacheds in %v", backlog, time.Since(start).Round(time.Millisecond))
+		r0 := startReplica(t, e, ns, "replica-0", fast)
+		apptest.Eventually(t, 60*time.Second, "replica-0's first reconcile", func(context.Context) (bool, error) {
+			return r0.count("reconcile-start", "") > 0, nil
+		})
+		termed := time.Now()
+		require.NoError(t, r0.proc.Signal(syscall.SIGTERM))
+		code := r0.waitExit(t, 30*time.Second)
+		t.Logf("replica-0 exited %d, %v after SIGTERM (grace period 20s), having started %d reconciles", code, time.Since(termed).Round(time.Millisecond), r0.count("reconcile-start", ""))
+		require.Equal(t, 0, code)
+		require.Less(t, time.Since(termed), 5*time.Second, "the exit, well within the 20s grace period")
+		// Every reconcile started finished, and none started after the
+		// one in flight at SIGTERM.
+		require.Equal(t, r0.count("reconcile-start", ""), r0.count("reconcile-end", ""))
+		late := 0
+		for _, ev := range r0.Events() {
+			if ev.Ev == "reconcile-start" && ev.T.After(termed) {
+				late++
+			}
+		}
+		require.Zero(t, late, "reconciles started after SIGTERM")
+		e.RequireNoHolder(t, ns, lease)
+
+		start = time.Now()
+		r1 := startReplica(t, e, ns, "replica-1", fast)
+		waitConvergedWithin(t, e, ns, names, 3*time.Minute)
+		t.Logf("replica-1 converged the backlog of %d in %v, in %d reconciles", backlog, time.Since(start).Round(time.Millisecond), r1.count("reconcile-start", ""))
+		r1.proc.Signal(syscall.SIGTERM)
+		require.Equal(t, 0, r1.waitExit(t, 30*time.Second))
+	})
+}
+
+// backlog is how many Memcacheds the SIGTERM test queues: the issue's 1000
+// took the next replica 30s to converge (1079 reconciles, one worker), so
+// 300 keep the test to seconds; SIGTERM's part of it is the same with any
+// backlog (exit 0 in about 0.1s with 1000).
+const backlog = 300
+
+// takeLease makes holder the Lease's holder, as another replica's
+// acquisition would, and returns when.
+func takeLease(t *testing.T, e apptest.Env, ns, holder string) time.Time {
+	t.Helper()
+	leases := e.Kube.CoordinationV1().Leases(ns)
+	var at time.Time
+	apptest.Eventually(t, 10*time.Second, "the Lease to be taken", func(ctx context.Context) (bool, error) {
+		l, err := leases.Get(ctx, lease, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		at = time.Now()
+		now := metav1.NewMicroTime(at)
+		l.Spec = coordinationv1.LeaseSpec{
+			HolderIdentity:       ptr.To(holder),
+			LeaseDurationSeconds: ptr.To[int32](600),
+			AcquireTime:          &now,
+			RenewTime:            &now,
+			LeaseTransitions:     ptr.To(ptr.Deref(l.Spec.LeaseTransitions, 0) + 1),
+		}
+		_, err = leases.Update(ctx, l, metav1.UpdateOptions{})
+		if apierrors.IsConflict(err) {
+			return false, nil // a renewal came first: again
+		}
+		return err == nil, err
+	})
+	return at
+}
+
+// createMemcacheds creates n Memcacheds of size in ns, eight at a time,
+// named m-<i> after those ns already has, and returns their names.
+func createMemcacheds(t *testing.T, e apptest.Env, ns string, n int, size int64) []string {
+	t.Helper()
+	ri := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns)
+	list, err := ri.List(t.Context(), metav1.ListOptions{})
+	require.NoError(t, err)
+	first := len(list.Items)
+	names := make([]string, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
+	for i := range n {
+		names[i] = fmt.Sprintf("m-%04d", first+i)
+		wg.Go(func() {
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			_, errs[i] = ri.Create(context.Background(), &unstructured.Unstructured{Object: map[string]any{
+				"apiVersion": "cache.example.com/v1alpha1",
+				"kind":       "Memcached",
+				"metadata":   map[string]any{"name": names[i]},
+				"spec":       map[string]any{"size": size},
+			}}, metav1.CreateOptions{FieldManager: "test"})
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		require.NoError(t, err)
+	}
+	return names
+}
+
+// resize sets the Memcached name's spec.size.
+func resize(t *testing.T, e apptest.Env, ns, name string, size int64) {
+	t.Helper()
+	_, err := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns).Patch(t.Context(), name, types.MergePatchType,
+		fmt.Appendf(nil, `{"spec":{"size":%d}}`, size), metav1.PatchOptions{FieldManager: "test"})
+	require.NoError(t, err)
+}
+
+// waitConverged waits, up to a minute, until every Memcached names lists in
+// ns has its Deployment of spec.size replicas, owned by it, and an
+// Available True condition of its generation, and ns has no other
+// Deployment (none orphaned).
+func waitConverged(t *testing.T, e apptest.Env, ns string, names []string) {
+	t.Helper()
+	waitConvergedWithin(t, e, ns, names, time.Minute)
+}
+
+func waitConvergedWithin(t *testing.T, e apptest.Env, ns string, names []string, d time.Duration) {
+	t.Helper()
+	ri := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns)
+	var last string
+	err := pollUntil(d, 100*time.Millisecond, func(ctx context.Context) (bool, error) {
+		ms, err := ri.List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		ds, err := e.Kube.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		replicas := map[string]int32{}
+		owner := map[string]types.UID{}
+		for _, d := range ds.Items {
+			replicas[d.Name] = ptr.Deref(d.Spec.Replicas, 0)
+			for _, ref := range d.OwnerReferences {
+				owner[d.Name] = ref.UID
+			}
+		}
+		byName := map[string]bool{}
+		for _, u := range ms.Items {
+			var m app.Object
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, &m); err != nil {
+				return false, err
+			}
+			byName[m.Name] = true
+			if r, ok := replicas[m.Name]; !ok || r != m.Spec.Size || owner[m.Name] != m.UID {
+				last = fmt.Sprintf("%s: Deployment replicas %v (present %v), want %d", m.Name, r, ok, m.Spec.Size)
+				return false, nil
+			}
+			available := false
+			for _, c := range m.Status.Conditions {
+				available = available || c.Type == "Available" && c.Status == metav1.ConditionTrue && c.ObservedGeneration == m.Generation
+			}
+			if !available {
+				last = fmt.Sprintf("%s: not Available at generation %d: %+v", m.Name, m.Generation, m.Status.Conditions)
+				return false, nil
+			}
+		}
+		for _, n := range names {
+			if !byName[n] {
+				last = "Memcached " + n + " is missing"
+				return false, nil
+			}
+		}
+		if len(ds.Items) != len(ms.Items) {
+			last = fmt.Sprintf("%d Deployments for %d Memcacheds", len(ds.Items), len(ms.Items))
+			return false, nil
+		}
+		return true, nil
+	})
+	require.NoError(t, err, "waiting %v for the Memcacheds of %s to converge; last: %s", d, ns, last)
+}
+
+// requireNoOverlap fails the test if two replicas' reconciles of one object
+// ran at once. A reconcile that has started and not ended ran until end.
+func requireNoOverlap(t *testing.T, byReplica map[string][]event, end time.Time) {
+	t.Helper()
+	type span struct {
+		replica    string
+		start, end time.Time
+	}
+	spans := map[string][]span{}
+	for id, events := range byReplica {
+		open := map[string]time.Time{}
+		for _, ev := range events {
+			switch ev.Ev {
+			case "reconcile-start":
+				open[ev.Key] = ev.T
+			case "reconcile-end":
+				spans[ev.Key] = append(spans[ev.Key], span{id, open[ev.Key], ev.T})
+				delete(open, ev.Key)
+			}
+		}
+		for k, s := range open {
+			spans[k] = append(spans[k], span{id, s, end})
+		}
+	}
+	for key, ss := range spans {
+		for i, a := range ss {
+			for _, b := range ss[i+1:] {
+				if a.replica != b.replica && a.start.Before(b.end) && b.start.Before(a.end) {
+					t.Errorf("%s was reconciled by %s (%v to %v) and %s (%v to %v) at once", key,
+						a.replica, a.start.Format(time.StampMicro), a.end.Format(time.StampMicro),
+						b.replica, b.start.Format(time.StampMicro), b.end.Format(time.StampMicro))
+				}
+			}
+		}
+	}
+}
+
+// pollUntil polls cond every interval until it returns true, for up to d.
+func pollUntil(d, interval time.Duration, cond func(context.Context) (bool, error)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	tick := time.NewTicker(interval)
+	defer tick.Stop()
+	for {
+		ok, err := cond(ctx)
+		if err != nil || ok {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+}
