@@ -60,11 +60,7 @@ func (c *Controller) Serve(ctx context.Context) error {
 	}
 
 	// 2. Start the informers, which fill the work queue.
-	queue := workqueue.NewTypedRateLimitingQueueWithConfig(c.rateLimiter(),
-		workqueue.TypedRateLimitingQueueConfig[string]{
-			Name:            c.settings.Name,
-			MetricsProvider: metricsProvider{c.tel.inst},
-		})
+	queue := c.newQueue()
 	informerCtx, stopInformers := context.WithCancel(keep)
 	var informers sync.WaitGroup
 	stop := func() {
@@ -196,6 +192,21 @@ func (c *Controller) rateLimiter() workqueue.TypedRateLimiter[string] {
 		workqueue.NewTypedItemExponentialFailureRateLimiter[string](c.settings.RetryBaseDelay, c.settings.RetryMaxDelay),
 		&workqueue.TypedBucketRateLimiter[string]{Limiter: rate.NewLimiter(rate.Limit(10), 100)},
 	)
+}
+
+// newQueue returns the controller's work queue, named Settings.Name, with
+// rateLimiter's backoff, the controller's instruments, and its delaying
+// queue's records (a recovered panic) on client-go's logger, not on klog's
+// global one, which writes to the real stderr.
+func (c *Controller) newQueue() workqueue.TypedRateLimitingInterface[string] {
+	return workqueue.NewTypedRateLimitingQueueWithConfig(c.rateLimiter(),
+		workqueue.TypedRateLimitingQueueConfig[string]{
+			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
+				Logger:          &c.tel.klog,
+				Name:            c.settings.Name,
+				MetricsProvider: metricsProvider{c.tel.inst},
+			}),
+		})
 }
 
 // begin marks the controller serving, and returns Serve's context, which

@@ -101,6 +101,10 @@ func TestMemcachedApp(t *testing.T) {
 		require.Equal(t, 0, a.Terminate(t))
 	})
 
+	t.Run("TheBinaryWritesNothingToItsRealStderrButItsRecords", func(t *testing.T) {
+		testBinaryStderr(t, e)
+	})
+
 	t.Run("InitWithoutItsEnvironmentNamesEveryMissingVariable", func(t *testing.T) {
 		host := humus.OSHost()
 		host.LookupEnv = apptest.LookupEnv(nil)
@@ -235,6 +239,43 @@ func testNoGoroutineLeft(t *testing.T, e apptest.Env) {
 	require.Equal(t, 0, a.Terminate(t))
 	client.CloseIdleConnections()
 	require.NoError(t, goleak.Find(ignore))
+}
+
+// testBinaryStderr builds the Memcached command and runs it as a process
+// of its own, as a pod does, through a Memcached's lifecycle, and checks
+// that every line it writes to its real stderr is a record of its
+// telemetry, or the App's own line on SIGTERM: client-go's records, the
+// informers', the work queue's and leader election's, "Successfully
+// acquired lease" among them, arrive as records, and none as klog's text.
+func testBinaryStderr(t *testing.T, e apptest.Env) {
+	ns := e.Namespace(t, "binary")
+	bin := apptest.Build(t, "github.com/z5labs/humus/kube/examples/memcached/cmd/memcached")
+	p := apptest.StartProcess(t, bin, map[string]string{
+		appconfig.EnvKubeconfig:   abs(t, e.Cluster.Kubeconfig),
+		appconfig.EnvPodNamespace: ns,
+		appconfig.EnvPodName:      "replica-0",
+		appconfig.EnvWatchNS:      ns,
+		appconfig.EnvProbesAddr:   apptest.FreeAddr(t),
+	})
+	e.WaitHolder(t, 30*time.Second, ns, app.FieldManager, "replica-0")
+	memcacheds := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns)
+	createMemcached(t, memcacheds, "cache", 1)
+	waitDeployment(t, e.Kube, ns, "cache")
+	deleteMemcached(t, memcacheds, "cache")
+	require.Equal(t, 0, p.Terminate(t))
+
+	records, other := apptest.Lines(p.Stderr())
+	require.Equal(t, []string{"humus: received terminated, stopping"}, other, "the lines of stderr that aren't records")
+	require.Empty(t, p.Stdout())
+	var acquired []apptest.Record
+	for _, r := range records {
+		if r.Body.Value == "Successfully acquired lease" {
+			acquired = append(acquired, r)
+		}
+	}
+	require.Len(t, acquired, 1, "records: %v", apptest.Bodies(records))
+	require.Equal(t, "github.com/z5labs/humus/kube", acquired[0].Scope.Name)
+	require.Contains(t, apptest.Bodies(records), "memcached finalized")
 }
 
 // ownerRefsPlugin is the admission plugin that lets only a user who may
