@@ -43,8 +43,8 @@ type Result[Status any] struct {
 	Status *Status
 
 	// After reconciles the object again after this long, unless it changes
-	// first. Zero waits for a change, or for the resync. An error's backoff
-	// takes its place.
+	// first. Zero waits for a change, or for the resync, and so does a
+	// negative After. An error's backoff takes its place.
 	After time.Duration
 }
 
@@ -214,7 +214,7 @@ func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.Grou
 		errs = append(errs, errors.New("kube: the Setup is nil"))
 		s = &humus.Setup{}
 	}
-	tel, err := newTelemetry(s.Telemetry, settings.Name)
+	tel, err := newTelemetry(s.Telemetry, settings.Name, settings.ClientGoVerbosity)
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

@@ -173,7 +173,7 @@ func TestUndecodableObjectIsAnErrorNamingTheFieldAndOthersGoOn(t *testing.T) {
 		mu.Unlock()
 		failed := recordsWithBody(tel, "reconcile failed")
 		require.Len(t, failed, 3, "retried with backoff: at once, after 1s and after 2s more")
-		msg := attrs(failed[0])["error"]
+		msg := attrs(failed[0])["exception.message"]
 		require.Contains(t, msg, "Widget default/bad")
 		require.Contains(t, msg, "spec.size")
 		require.NoError(t, s.stop(t))
@@ -363,7 +363,7 @@ func TestNumberTooLargeForItsFieldIsAnErrorNotAWrappedValue(t *testing.T) {
 		require.Len(t, failed, 2)
 		var msgs []string
 		for _, rec := range failed {
-			msgs = append(msgs, attrs(rec)["error"])
+			msgs = append(msgs, attrs(rec)["exception.message"])
 		}
 		require.Contains(t, strings.Join(msgs, "\n"), "Widget default/huge: field spec.size")
 		require.Contains(t, strings.Join(msgs, "\n"), "Widget default/negative: field spec.small")
@@ -399,7 +399,7 @@ func TestStatusApplyErrorSurfacesInOneRecordWithReconcilesError(t *testing.T) {
 
 		failed := recordsWithBody(tel, "reconcile failed")
 		require.Len(t, failed, 2, "one WARN per failed reconcile: the first fails twice over, the second's status apply fails")
-		first, second := attrs(failed[0])["error"], attrs(failed[1])["error"]
+		first, second := attrs(failed[0])["exception.message"], attrs(failed[1])["exception.message"]
 		require.Contains(t, first, "the cloud is down")
 		require.Contains(t, first, "kube: applying the status of Widget default/w1: etcd is full")
 		require.NotContains(t, second, "the cloud is down")

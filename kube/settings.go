@@ -54,6 +54,16 @@ type Settings struct {
 	RetryMaxDelay  time.Duration
 
 	LeaderElection LeaderElection
+
+	// ClientGoVerbosity is the highest klog verbosity of client-go's own
+	// records (its reflectors', work queue's and leader election's, and
+	// those of any client-go call made with a reconcile's context) that
+	// reach s.Telemetry's LoggerProvider: 0 to 10, default 0, which passes
+	// on V(0) and errors, as klog shows by default. V(1) to V(4) arrive as
+	// DEBUG severities, V(5) and up as TRACE. From V(8) they hold whole
+	// request and response bodies, a Secret's data among them: raise it to
+	// debug client-go, never in production.
+	ClientGoVerbosity int
 }
 
 // DefaultSettings returns the default Settings: every namespace,
@@ -100,6 +110,10 @@ func CheckResync(d time.Duration) error { return checkPositive("resync", d) }
 // CheckRetryDelay returns an error unless d, Settings.RetryBaseDelay or
 // Settings.RetryMaxDelay, is positive.
 func CheckRetryDelay(d time.Duration) error { return checkPositive("retry delay", d) }
+
+// CheckClientGoVerbosity returns an error unless v,
+// Settings.ClientGoVerbosity, is 0 to 10, the verbosities client-go logs at.
+func CheckClientGoVerbosity(v int) error { return checkVerbosity("client-go verbosity", v) }
 
 // CheckRetryPeriod returns an error unless d, LeaderElection.RetryPeriod, is
 // positive.
@@ -150,6 +164,17 @@ func checkWorkers(what string, n int) error {
 	return nil
 }
 
+// maxClientGoVerbosity is the highest verbosity client-go logs at: V(10),
+// a response body whole.
+const maxClientGoVerbosity = 10
+
+func checkVerbosity(what string, v int) error {
+	if v < 0 || v > maxClientGoVerbosity {
+		return fmt.Errorf("kube: %s is %d: it must be 0 to %d", what, v, maxClientGoVerbosity)
+	}
+	return nil
+}
+
 func checkPositive(what string, d time.Duration) error {
 	if d <= 0 {
 		return fmt.Errorf("kube: %s is %v: it must be positive", what, d)
@@ -172,6 +197,7 @@ func (s Settings) check() error {
 		checkPositive("Settings.LeaderElection.LeaseDuration", le.LeaseDuration),
 		checkPositive("Settings.LeaderElection.RenewDeadline", le.RenewDeadline),
 		checkPositive("Settings.LeaderElection.RetryPeriod", le.RetryPeriod),
+		checkVerbosity("Settings.ClientGoVerbosity", s.ClientGoVerbosity),
 	}
 	if s.RetryBaseDelay > 0 && s.RetryMaxDelay > 0 && s.RetryMaxDelay < s.RetryBaseDelay {
 		errs = append(errs, fmt.Errorf("kube: Settings.RetryMaxDelay %v is less than Settings.RetryBaseDelay %v", s.RetryMaxDelay, s.RetryBaseDelay))

@@ -57,6 +57,8 @@ func TestChecks(t *testing.T) {
 		{"negative retry delay", CheckRetryDelay(-time.Second), "retry delay is -1s: it must be positive"},
 		{"retry period", CheckRetryPeriod(time.Second), ""},
 		{"zero retry period", CheckRetryPeriod(0), "retry period is 0s: it must be positive"},
+		{"client-go verbosity", CheckClientGoVerbosity(10), ""},
+		{"negative client-go verbosity", CheckClientGoVerbosity(-1), "client-go verbosity is -1: it must be 0 to 10"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.want == "" {
@@ -81,6 +83,7 @@ func TestNewControllerNamesEveryMistake(t *testing.T) {
 	settings.RetryMaxDelay = time.Second
 	settings.LeaderElection.RenewDeadline = 20 * time.Second
 	settings.Namespace = "team-a"
+	settings.ClientGoVerbosity = 11
 	r := widgets()
 	r.Group = ""
 	r.Scope = Cluster
@@ -100,6 +103,7 @@ func TestNewControllerNamesEveryMistake(t *testing.T) {
 		`Widget is cluster-scoped, so Settings.Namespace must be "", not "team-a"`,
 		"Owns(apps/, Resource=deployments) has no Version",
 		"f takes a v1.Namespace, not the controller's kube.Object[",
+		"Settings.ClientGoVerbosity is 11: it must be 0 to 10",
 	} {
 		require.ErrorContains(t, err, want)
 	}

@@ -44,7 +44,9 @@ type telemetry struct {
 	inst   *instruments
 }
 
-func newTelemetry(t humus.Telemetry, name string) (*telemetry, error) {
+// newTelemetry builds the telemetry of the controller named name, whose
+// client-go records pass up to klog verbosity v.
+func newTelemetry(t humus.Telemetry, name string, v int) (*telemetry, error) {
 	t = t.WithNoops()
 	tp, mp, lp := t.TracerProvider, t.MeterProvider, t.LoggerProvider
 	inst, err := newInstruments(mp.Meter(controllerScope), name)
@@ -56,26 +58,41 @@ func newTelemetry(t humus.Telemetry, name string) (*telemetry, error) {
 		name:   name,
 		tracer: tp.Tracer(controllerScope),
 		log:    slog.New(h),
-		klog:   logr.FromSlogHandler(infoAndAbove{h}),
+		klog:   logr.FromSlogHandler(verbosity{Handler: h, min: slog.Level(-v)}),
 		inst:   inst,
 	}, nil
 }
 
-// infoAndAbove passes on client-go's records of verbosity 0 and its
-// errors, as klog shows by default, and drops its V(1) and above: routine
-// detail such as a record for every Lease renewal, at V(5).
-type infoAndAbove struct{ slog.Handler }
+// levelTrace is the lowest slog level with an OpenTelemetry severity:
+// otelslog adds 9, and TRACE is 1.
+const levelTrace = slog.Level(-8)
 
-func (h infoAndAbove) Enabled(ctx context.Context, l slog.Level) bool {
-	return l >= slog.LevelInfo && h.Handler.Enabled(ctx, l)
+// verbosity passes on client-go's records down to level min, and its
+// errors. logr's slog bridge turns klog's V(n) into level -n, so min is
+// -Settings.ClientGoVerbosity, and 0, the default, drops V(1) and above:
+// routine detail such as a record for every Lease renewal, at V(5). A
+// record above V(8) arrives as TRACE, not with no severity, which a
+// processor that keeps only INFO and up would let through.
+type verbosity struct {
+	slog.Handler
+	min slog.Level
 }
 
-func (h infoAndAbove) WithAttrs(attrs []slog.Attr) slog.Handler {
-	return infoAndAbove{h.Handler.WithAttrs(attrs)}
+func (h verbosity) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, max(l, levelTrace))
 }
 
-func (h infoAndAbove) WithGroup(name string) slog.Handler {
-	return infoAndAbove{h.Handler.WithGroup(name)}
+func (h verbosity) Handle(ctx context.Context, r slog.Record) error {
+	r.Level = max(r.Level, levelTrace)
+	return h.Handler.Handle(ctx, r)
+}
+
+func (h verbosity) WithAttrs(attrs []slog.Attr) slog.Handler {
+	return verbosity{Handler: h.Handler.WithAttrs(attrs), min: h.min}
+}
+
+func (h verbosity) WithGroup(name string) slog.Handler {
+	return verbosity{Handler: h.Handler.WithGroup(name), min: h.min}
 }
 
 // reconcileRecord records one reconcile: its root span, its log records and
@@ -113,10 +130,14 @@ func (t *telemetry) startReconcile(ctx context.Context, kind, key string) (conte
 func (r *reconcileRecord) succeeded() { r.end(outcomeSuccess) }
 
 // failed sets the span's status to Error, and emits one WARN record,
-// reconcile failed, in the span's context, with the object and err.
+// reconcile failed, in the span's context, with the object and err as the
+// record's error, as the token's warning carries its own: the SDK records
+// it as OpenTelemetry's exception.message and exception.type.
 func (r *reconcileRecord) failed(ctx context.Context, err error) {
 	r.span.SetStatus(codes.Error, err.Error())
-	r.t.log.WarnContext(ctx, "reconcile failed", append(r.attrs, slog.String("error", err.Error()))...)
+	// otelslog takes an attribute whose value is an error as the record's
+	// error, whatever its key.
+	r.t.log.WarnContext(ctx, "reconcile failed", append(r.attrs, slog.Any("exception", err))...)
 	r.end(outcomeError)
 }
 

@@ -94,7 +94,8 @@ func TestEveryReconcileIsARootSpanWithRecordsForErrorsAndPanics(t *testing.T) {
 		require.Equal(t, map[string]string{
 			"k8s.namespace.name":     testNamespace,
 			"humus.kube.object.name": "fails",
-			"error":                  "the cloud is down",
+			"exception.message":      "the cloud is down",
+			"exception.type":         "*errors.errorString",
 		}, attrs(failed[0]))
 		require.Equal(t, spans["fails"].SpanContext().TraceID(), failed[0].TraceID(), "in the span's context")
 		require.Equal(t, spans["fails"].SpanContext().SpanID(), failed[0].SpanID())
@@ -338,4 +339,40 @@ func TestClientGosVerboseRecordsAreDropped(t *testing.T) {
 		require.NotContains(t, rec.Body().AsString(), "Successfully renewed lease")
 		require.GreaterOrEqual(t, rec.Severity(), otellog.SeverityInfo, rec.Body().AsString())
 	}
+}
+
+func TestClientGoVerbosityPassesClientGosRecordsUpToItsLevel(t *testing.T) {
+	tel := humustest.NewTelemetry(t)
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		settings := testSettings()
+		settings.ClientGoVerbosity = 5
+		c := newWidgetController(t, f, tel.Telemetry, settings, outcomeReconciler())
+		s := serve(t, c)
+		time.Sleep(5 * time.Second) // Lease renewals, each a V(5) record
+		synctest.Wait()
+		require.NoError(t, s.stop(t))
+	})
+	renewed := recordsWithBody(tel, "Successfully renewed lease")
+	require.NotEmpty(t, renewed)
+	require.Equal(t, otellog.SeverityTrace4, renewed[0].Severity(), "V(5) is TRACE4")
+}
+
+func TestClientGosRecordsAboveV8ArriveAsTrace(t *testing.T) {
+	tel := humustest.NewTelemetry(t)
+	ct, err := newTelemetry(tel.Telemetry, "widgets", 10)
+	require.NoError(t, err)
+	ct.klog.V(1).Info("v1")
+	ct.klog.V(4).Info("v4")
+	ct.klog.V(10).Info("v10")
+	ct.klog.V(11).Info("v11")
+	got := map[string]otellog.Severity{}
+	for _, rec := range tel.Records() {
+		got[rec.Body().AsString()] = rec.Severity()
+	}
+	require.Equal(t, map[string]otellog.Severity{
+		"v1":  otellog.SeverityDebug4,
+		"v4":  otellog.SeverityDebug,
+		"v10": otellog.SeverityTrace,
+	}, got)
 }
