@@ -36,7 +36,7 @@ type Connection struct {
 	// pod's service account token, read through the Host's FS. nil sends
 	// none, for a client that authenticates with a certificate. The Client
 	// calls it at most once a minute, as client-go re-reads a
-	// BearerTokenFile every minute (transport/token_source.go), and keeps
+	// BearerTokenFile every minute (its NewCachedFileTokenSource), and keeps
 	// its last token while a call fails, so a token the kubelet rotates is
 	// picked up within a minute. Surrounding white space, such as a token
 	// file's final newline, is trimmed. A call that fails, panics, or
@@ -157,10 +157,9 @@ func CheckTLS(c *tls.Config) error {
 // connection: the first request dials.
 //
 // The transport it builds, which every client-go client made from Config()
-// shares, is described in transport.go: TLS from a clone of c.TLS, no
-// proxy, HTTP/2 health-check pings, the bearer token from c.Token, otelhttp
-// with s.Telemetry's providers and propagator, and no client-side rate
-// limit.
+// shares, has TLS from a clone of c.TLS, no proxy, HTTP/2 health-check
+// pings, the bearer token from c.Token, otelhttp with s.Telemetry's
+// providers and propagator, and no client-side rate limit.
 //
 // It returns one error naming every mistake: a nil s, a nil s.Host.Dial, and
 // what CheckServer and CheckTLS report.

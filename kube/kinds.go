@@ -26,8 +26,9 @@ type Kind[T any] struct {
 type KindReconciler[T any] interface {
 	// Reconcile is handed obj, its own copy of the object as the cache last
 	// saw it. A positive after reconciles obj again after that long, unless
-	// it changes first. Zero waits for a change, or for the resync. An
-	// error retries obj with backoff, in place of after.
+	// it changes first. Zero waits for a change, or for the resync, and so
+	// does a negative after. An error retries obj with backoff, in place of
+	// after.
 	Reconcile(ctx context.Context, obj T) (after time.Duration, err error)
 }
 
