@@ -74,6 +74,9 @@ type Controller struct {
 	// then the cache still shows it with its finalizer, and a key queued
 	// again while f ran would run f a second time.
 	finalized sync.Map // types.UID → struct{}
+	// own keeps the controller's own applies from queueing their objects
+	// again (ownwrites.go).
+	own ownWrites
 	// handle is the part of a reconcile that knows the object's Go type:
 	// steps 2 to 6 of Reconciling (reconcile.go).
 	handle func(ctx context.Context, c *Controller, u *cachedObject) (after time.Duration, err error)

@@ -89,8 +89,10 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *cachedObject, keep b
 	if keep {
 		apply.Object["metadata"].(map[string]any)["finalizers"] = []any{c.finalizer}
 	}
-	_, err := c.clients.dynamic.Resource(c.gvr).Namespace(u.GetNamespace()).Apply(ctx, u.GetName(), apply,
-		metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true})
+	_, err := c.own.apply(u.key(), func() (*unstructured.Unstructured, error) {
+		return c.clients.dynamic.Resource(c.gvr).Namespace(u.namespace).Apply(ctx, u.name, apply,
+			metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true})
+	})
 	if !keep && (apierrors.IsNotFound(err) || apierrors.IsConflict(err)) {
 		// The object is gone: the API server refuses an apply naming the
 		// uid of an object that no longer exists ("uid mismatch", a

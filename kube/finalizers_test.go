@@ -142,8 +142,10 @@ func TestPanicInReconcileIsRecoveredAndNotRetried(t *testing.T) {
 		time.Sleep(time.Minute)
 		synctest.Wait()
 
-		require.Equal(t, map[string]int{"bad": 1, "good": 2}, reconciles.get(),
-			"the panicking object is not retried; the other is reconciled, and once more for its status")
+		// The controller's own status apply doesn't come back as work
+		// (ownwrites.go), so "good" is reconciled once.
+		require.Equal(t, map[string]int{"bad": 1, "good": 1}, reconciles.get(),
+			"the panicking object is not retried; the other is reconciled")
 		for _, a := range f.statusApplies() {
 			require.Equal(t, "good", a.name, "a panic has no Result, so no status is applied")
 		}
@@ -173,7 +175,9 @@ func TestPanicInFinalizerIsRecoveredNotRetriedAndKeepsTheFinalizer(t *testing.T)
 		synctest.Wait()
 
 		require.Equal(t, map[string]int{"bad": 1}, finalizes.get(), "not retried")
-		require.Equal(t, 2, reconciles.get()["good"], "another object is still reconciled, and again once its finalizer is added")
+		// Adding the finalizer is the controller's own write, which
+		// doesn't come back as work (ownwrites.go): one reconcile.
+		require.Equal(t, 1, reconciles.get()["good"], "another object is still reconciled")
 		require.True(t, f.exists(widgetGVR, testNamespace, "bad"))
 		require.Equal(t, []string{widgetFinalizer}, f.get(t, widgetGVR, testNamespace, "bad").GetFinalizers(),
 			"the object keeps its finalizer until a fixed controller reconciles it")

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -102,6 +103,10 @@ type fakeCluster struct {
 
 	mu      sync.Mutex
 	applies []applyRecord
+	// applied counts the applies that wrote an object: each gives it a
+	// new resourceVersion, as the API server's do, which the tracker
+	// leaves alone.
+	applied int
 	// idleHolder is the Lease's holder when the Controller closed its idle
 	// connections, and idleCloses how often it did.
 	idleHolder string
@@ -187,6 +192,10 @@ func (f *fakeCluster) apply(action clienttesting.Action) (bool, runtime.Object, 
 		return true, nil, err
 	}
 	u := obj.(*unstructured.Unstructured).DeepCopy()
+	f.mu.Lock()
+	f.applied++
+	u.SetResourceVersion(fmt.Sprintf("applied-%d", f.applied))
+	f.mu.Unlock()
 	if uid != "" && types.UID(uid) != u.GetUID() {
 		return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: gvr.Group, Kind: u.GetKind()}, name, nil)
 	}

@@ -167,18 +167,40 @@ func (c *Controller) watch(inf cache.SharedIndexInformer, h cache.ResourceEventH
 }
 
 // objectHandler queues the key, namespace/name or name, of every object of
-// the resource that is added, updated (or resynced) or deleted.
+// the resource that is added, updated (or resynced) or deleted, except an
+// add or update that is the controller's own write (ownwrites.go).
 func (c *Controller) objectHandler(queue workqueue.TypedInterface[string]) cache.ResourceEventHandler {
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 			queue.Add(key)
 		}
 	}
+	changed := func(obj any) {
+		o, ok := obj.(*cachedObject)
+		if !ok {
+			enqueue(obj)
+			return
+		}
+		c.own.changed(o.key(), objectVersion{uid: o.uid, resourceVersion: o.resourceVersion}, queue.Add)
+	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		AddFunc: changed,
+		UpdateFunc: func(old, obj any) {
+			// An update that keeps the resourceVersion is a resync, or a
+			// relist that found the object unchanged: it always queues.
+			if o, ok := old.(*cachedObject); ok {
+				if n, ok := obj.(*cachedObject); ok && o.resourceVersion == n.resourceVersion {
+					enqueue(obj)
+					return
+				}
+			}
+			changed(obj)
+		},
 		DeleteFunc: func(obj any) {
 			c.forgetFinalized(obj)
+			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
+				c.own.deleted(key)
+			}
 			enqueue(obj)
 		},
 	}

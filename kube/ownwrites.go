@@ -1,0 +1,182 @@
+package kube
+
+import (
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// ownWrites keeps the controller's own writes from coming back as work. A
+// status apply, or a finalizer's add or remove, changes the object, and the
+// informer hands that change back; reconciling it again would only find
+// the status it just applied. So an informer event whose object is exactly
+// what one of the controller's applies returned, the same uid and
+// resourceVersion, isn't queued. Any other change is, including one that
+// lands between the apply and its event: it has a resourceVersion of its
+// own, and the watch delivers it as an event of its own.
+//
+// An event can come before its apply's response does. So while an apply of
+// a key is in flight, the key's events are held, and once it returns,
+// those that aren't its own write are queued, as they would have been at
+// once. Only the object handler's adds and updates go through here: a
+// resync, a deletion, an owned resource's change, After and backoff queue
+// the key as before.
+//
+// The zero value is ready to use.
+type ownWrites struct {
+	mu   sync.Mutex
+	keys map[string]*ownWritesOf
+}
+
+// ownWritesOf is what ownWrites keeps of one key, while the controller
+// writes it or an event of its write is still to come.
+type ownWritesOf struct {
+	inFlight int
+	held     []heldEvent
+	// written are the versions the controller's applies returned, oldest
+	// first, whose events haven't come yet; at most maxWritten. A version
+	// whose event never comes, since the watch was relisted past it, is
+	// dropped by a later one's event, or by the object's deletion.
+	written []objectVersion
+}
+
+// maxWritten bounds ownWritesOf.written: a reconcile writes at most twice,
+// the finalizer and the status.
+const maxWritten = 4
+
+// objectVersion is one version of one object.
+type objectVersion struct {
+	uid             types.UID
+	resourceVersion string
+}
+
+// heldEvent is an event held while an apply is in flight, and how to queue
+// its key.
+type heldEvent struct {
+	version objectVersion
+	add     func(key string)
+}
+
+// changed is an informer's add or update of key to version v, other than a
+// resync: it queues key with add unless v is the controller's own write,
+// or holds it while an apply of key is in flight.
+func (o *ownWrites) changed(key string, v objectVersion, add func(key string)) {
+	o.mu.Lock()
+	queue := o.changedLocked(key, v, add)
+	o.mu.Unlock()
+	if queue {
+		add(key)
+	}
+}
+
+func (o *ownWrites) changedLocked(key string, v objectVersion, add func(key string)) bool {
+	of := o.keys[key]
+	if of == nil {
+		return true
+	}
+	if of.consume(v) {
+		o.tidy(key, of)
+		return false
+	}
+	if of.inFlight > 0 {
+		of.held = append(of.held, heldEvent{version: v, add: add})
+		return false
+	}
+	return true
+}
+
+// consume reports whether v is one of the controller's writes, and forgets
+// it and the writes before it, whose events the watch has passed.
+func (of *ownWritesOf) consume(v objectVersion) bool {
+	if v.resourceVersion == "" {
+		return false
+	}
+	for i, w := range of.written {
+		if w == v {
+			of.written = of.written[i+1:]
+			return true
+		}
+	}
+	return false
+}
+
+// writing marks an apply of key in flight: its events are held until
+// wrote.
+func (o *ownWrites) writing(key string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.keys == nil {
+		o.keys = map[string]*ownWritesOf{}
+	}
+	of := o.keys[key]
+	if of == nil {
+		of = &ownWritesOf{}
+		o.keys[key] = of
+	}
+	of.inFlight++
+}
+
+// wrote ends the apply of key that writing began. v is the object the
+// apply returned, or nil if it returned none: the apply failed, or found
+// the object gone. The events held meanwhile are queued, except the
+// apply's own.
+func (o *ownWrites) wrote(key string, v *objectVersion) {
+	o.mu.Lock()
+	of := o.keys[key]
+	if of == nil {
+		o.mu.Unlock()
+		return
+	}
+	of.inFlight--
+	if v != nil && v.resourceVersion != "" {
+		of.written = append(of.written, *v)
+		if len(of.written) > maxWritten {
+			of.written = of.written[len(of.written)-maxWritten:]
+		}
+	}
+	var release []heldEvent
+	if of.inFlight == 0 {
+		for _, h := range of.held {
+			if !of.consume(h.version) {
+				release = append(release, h)
+			}
+		}
+		of.held = nil
+	}
+	o.tidy(key, of)
+	o.mu.Unlock()
+	for _, h := range release {
+		h.add(key)
+	}
+}
+
+// deleted forgets the writes of key, whose object is gone.
+func (o *ownWrites) deleted(key string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if of := o.keys[key]; of != nil {
+		of.written = nil
+		o.tidy(key, of)
+	}
+}
+
+// tidy forgets key once there is nothing left to keep of it.
+func (o *ownWrites) tidy(key string, of *ownWritesOf) {
+	if of.inFlight == 0 && len(of.held) == 0 && len(of.written) == 0 {
+		delete(o.keys, key)
+	}
+}
+
+// apply runs do, an apply of key, as the controller's own write: the event
+// of the object it returns isn't queued.
+func (o *ownWrites) apply(key string, do func() (*unstructured.Unstructured, error)) (*unstructured.Unstructured, error) {
+	o.writing(key)
+	res, err := do()
+	var v *objectVersion
+	if err == nil && res != nil {
+		v = &objectVersion{uid: res.GetUID(), resourceVersion: res.GetResourceVersion()}
+	}
+	o.wrote(key, v)
+	return res, err
+}
