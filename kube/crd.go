@@ -28,12 +28,14 @@ import (
 //	string                            type: string
 //	[]byte                            type: string, format: byte
 //	a slice or an array               type: array, with items
-//	map[string]V                      type: object, with additionalProperties
+//	map[K]V, K a string, an integer or an encoding.TextMarshaler
+//	                                  type: object, with additionalProperties
 //	a struct                          type: object, a property for each field encoding/json writes
 //	*T                                T's schema
 //	metav1.Time, metav1.MicroTime     type: string, format: date-time
 //	metav1.Duration                   type: string
-//	resource.Quantity, intstr.IntOrString  x-kubernetes-int-or-string, anyOf integer and string
+//	intstr.IntOrString                x-kubernetes-int-or-string, anyOf integer and string
+//	resource.Quantity                 the same, with the pattern of a quantity the API server's own types carry
 //	runtime.RawExtension              type: object, x-kubernetes-preserve-unknown-fields
 //	metav1.ObjectMeta, in a template  type: object, x-kubernetes-preserve-unknown-fields
 //	an encoding.TextMarshaler         type: string
@@ -52,11 +54,23 @@ import (
 // to one, unless it is omitzero (omitempty never leaves out a struct). The
 // API server refuses a null where the field isn't nullable: a create drops
 // it and then finds a required field missing, and an apply refuses it as
-// the wrong type. An item of a slice or map of these is nullable too. The
-// one exception is metav1.Condition's lastTransitionTime, also when the
-// Condition is embedded: it stays required and not nullable, as
-// Kubernetes' ValidateConditions requires it. A nullable field's CEL
-// Validation isn't run on a null, as the API server skips null values.
+// the wrong type. An item of a slice or map of these is nullable too.
+//
+// A field whose value is constrained isn't nullable, whatever its type: one
+// with a constraint of its own other than Description, Default, ListSet,
+// ListMap, Atomic, PreserveUnknownFields, EmbeddedResource, Items and
+// MapValues, one whose type has ValueRules, and one made Required. The API
+// server skips every constraint on a null, so a nullable field with
+// MinItems(2) would take null; a null there is dropped instead, and a
+// required field is then missing ("Required value"), as the Go value that
+// wrote it breaks the constraint too. Tag the field omitempty, or give it
+// Nullable, to keep the null. An item or map value with constraints on its
+// value is likewise not nullable. A condition's lastTransitionTime, a
+// metav1.Time that is required in metav1.Condition (also embedded) or in a
+// type of the user's with the fields type, status and lastTransitionTime,
+// stays not nullable, as Kubernetes' ValidateConditions requires it. A
+// nullable field's CEL Validation isn't run on a null, as the API server
+// skips null values.
 //
 // A metav1.ObjectMeta below the root, as in a pod template, keeps every
 // field it is given: with a bare type: object, the API server would prune
@@ -67,11 +81,11 @@ import (
 // API server checks them, with the list kind KindList, the name
 // <Plural>.<Group>, and no group under k8s.io or kubernetes.io), a Scope
 // that is neither Namespaced nor Cluster;
-// a type that implements json.Marshaler and has no Schema; a map whose keys
-// aren't strings, an interface, a channel or a function; a type that
-// contains itself; a constraint that doesn't fit its field's type, and an
-// Enum on a field that encodes as null (which the API server refuses
-// against any enum); a rule
+// a type that implements json.Marshaler and has no Schema, or an interface,
+// unless its field has PreserveUnknownFields; a map whose keys
+// encoding/json can't encode, a channel or a function; a type that
+// contains itself; a constraint that doesn't fit its field's type or its
+// ValueRules' type; a CEL rule without a Rule or with an unknown Reason; a rule
 // that names no field, a rule on a field that isn't encoded, Rules for a
 // type that appears nowhere, and two Rules for one type. With an error, the
 // CRD is nil.

@@ -41,7 +41,8 @@ func TestCRDsAgainstTheAPIServer(t *testing.T) {
 	t.Run("TemplateMetadata", func(t *testing.T) { testTemplateMetadataOnServer(t, a) })
 	t.Run("Nils", func(t *testing.T) { testNilsOnServer(t, a) })
 	t.Run("Quoted", func(t *testing.T) { testQuotedOnServer(t, a) })
-	t.Run("NullableEnum", func(t *testing.T) { testNullableEnumOnServer(t, a) })
+	t.Run("Nulls", func(t *testing.T) { testNullsOnServer(t, a) })
+	t.Run("Constraints", func(t *testing.T) { testConstraintsOnServer(t, a) })
 }
 
 type apiServer struct {
@@ -438,23 +439,4 @@ func testQuotedOnServer(t *testing.T, a apiServer) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(b, &back), "encoding/json reads the defaults back")
 	require.Equal(t, quotedSpec{Replicas: 3, Name: "a"}, back)
-}
-
-// testNullableEnumOnServer proves why CRD refuses an Enum on a field that
-// encodes as null: the API server refuses the null against the enum.
-func testNullableEnumOnServer(t *testing.T, a apiServer) {
-	r := kube.Resource[modes, struct{}]{
-		Group: "test.humus.z5labs.dev", Version: "v1", Kind: "Mode", Plural: "modes", Scope: kube.Namespaced,
-	}
-	crd, err := r.CRD()
-	require.NoError(t, err)
-	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
-	mode := spec.Properties["mode"]
-	require.True(t, mode.Nullable)
-	mode.Enum = []apiextensionsv1.JSON{{Raw: []byte(`"slow"`)}}
-	spec.Properties["mode"] = mode
-	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec
-	a.install(t, crd)
-	_, err = a.create(t, r.GVR(), object("Mode", r.Group+"/"+r.Version, "nil-mode", toMap(t, modes{})))
-	require.ErrorContains(t, err, `spec.mode: Unsupported value: null: supported values: "slow"`)
 }

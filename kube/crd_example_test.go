@@ -56,7 +56,6 @@ func ExampleResource_CRD() {
 	//     items:
 	//       type: string
 	//     minItems: 1
-	//     nullable: true
 	//     type: array
 	//     x-kubernetes-list-type: set
 	// required:
@@ -71,8 +70,8 @@ func ExampleResource_CRD() {
 // CRD names every mistake it finds, in one error.
 func ExampleResource_CRD_errors() {
 	type Spec struct {
-		Port    int32          `json:"port"`
-		Options map[int]string `json:"options"`
+		Port    int32              `json:"port"`
+		Options map[float64]string `json:"options"`
 	}
 	var spec Spec
 	r := kube.Resource[Spec, struct{}]{
@@ -89,5 +88,5 @@ func ExampleResource_CRD_errors() {
 	// Output:
 	// kube: Resource.Plural is missing: give one, such as memcacheds
 	// kube: spec.port: Rules for kube_test.Spec: Spec.Port: MaxLength fits a field of type string, not integer
-	// kube: spec.options: map[int]string has keys of type int: a map's keys must be strings
+	// kube: spec.options: map[float64]string has keys of type float64, which encoding/json can't encode: a map's keys must be strings, integers, or implement encoding.TextMarshaler
 }

@@ -27,6 +27,9 @@ type TypeRules struct {
 	description *string
 	validations []apiextensionsv1.ValidationRule
 
+	// values, from ValueRules, constrain every value of the type.
+	values []constraint
+
 	// schema, from Schema, is the type's whole schema, which is not
 	// reflected.
 	schema *apiextensionsv1.JSONSchemaProps
@@ -109,6 +112,20 @@ func (r TypeRules) Validation(rule, message string) TypeRules {
 	return r
 }
 
+// XValidation constrains the type itself with a CEL rule and its options
+// (controller-gen's +kubebuilder:validation:XValidation on a type), as
+// Validation does. A CEL without a Rule, or with an unknown Reason, is an
+// error that CRD returns.
+func (r TypeRules) XValidation(rule CEL) TypeRules {
+	v, err := rule.validationRule()
+	if err != nil {
+		r.errs = append(slices.Clip(r.errs), fmt.Errorf("kube: TypeRules for %s: XValidation %w", r.typ, err))
+		return r
+	}
+	r.validations = append(slices.Clip(r.validations), v)
+	return r
+}
+
 // FieldRule is a FieldOf of any type: one field and its constraints.
 type FieldRule interface {
 	fieldRule() fieldRule
@@ -121,6 +138,9 @@ type fieldRule struct {
 	index []int          // the field's index sequence, from Rules
 
 	defaulted   bool
+	required    *bool // from Required or Optional
+	nullable    bool  // from Nullable
+	preserve    bool  // from PreserveUnknownFields
 	constraints []constraint
 }
 
@@ -128,6 +148,8 @@ type fieldRule struct {
 type constraint struct {
 	name  string
 	apply func(s *apiextensionsv1.JSONSchemaProps) error
+	// value is whether it constrains the value, which null would bypass.
+	value bool
 }
 
 // FieldOf is a field of type T, and its constraints. Each method returns a
@@ -147,7 +169,11 @@ func Field[T any](p *T) FieldOf[T] {
 func (f FieldOf[T]) fieldRule() fieldRule { return f.r }
 
 func (f FieldOf[T]) with(name string, apply func(s *apiextensionsv1.JSONSchemaProps) error) FieldOf[T] {
-	f.r.constraints = append(slices.Clip(f.r.constraints), constraint{name: name, apply: apply})
+	return f.add(constraint{name: name, apply: apply})
+}
+
+func (f FieldOf[T]) add(c constraint) FieldOf[T] {
+	f.r.constraints = append(slices.Clip(f.r.constraints), c)
 	return f
 }
 
@@ -179,98 +205,77 @@ func (f FieldOf[T]) Default(v T) FieldOf[T] {
 }
 
 // Enum limits the field to values, each encoded as encoding/json encodes
-// it.
-func (f FieldOf[T]) Enum(values ...T) FieldOf[T] {
-	return f.with("Enum", func(p *apiextensionsv1.JSONSchemaProps) error {
-		if len(values) == 0 {
-			return fmt.Errorf("has no values")
-		}
-		p.Enum = make([]apiextensionsv1.JSON, 0, len(values))
-		for _, v := range values {
-			raw, err := json.Marshal(v)
-			if err != nil {
-				return fmt.Errorf("encoding %v: %w", v, err)
-			}
-			p.Enum = append(p.Enum, apiextensionsv1.JSON{Raw: raw})
-		}
-		return nil
-	})
-}
+// it (controller-gen's +kubebuilder:validation:Enum). Like every
+// constraint on a field's value, it makes the field not nullable (see CRD).
+func (f FieldOf[T]) Enum(values ...T) FieldOf[T] { return f.add(enumOf(values)) }
 
 // Minimum is the field's least value, inclusive. It fits a number.
-func (f FieldOf[T]) Minimum(v T) FieldOf[T] {
-	return f.with("Minimum", func(p *apiextensionsv1.JSONSchemaProps) error {
-		n, err := number(p, v)
-		if err != nil {
-			return err
-		}
-		p.Minimum = &n
-		return nil
-	})
-}
+func (f FieldOf[T]) Minimum(v T) FieldOf[T] { return f.add(minimumOf(v, false)) }
 
 // Maximum is the field's greatest value, inclusive. It fits a number.
-func (f FieldOf[T]) Maximum(v T) FieldOf[T] {
-	return f.with("Maximum", func(p *apiextensionsv1.JSONSchemaProps) error {
-		n, err := number(p, v)
-		if err != nil {
-			return err
-		}
-		p.Maximum = &n
-		return nil
-	})
-}
+func (f FieldOf[T]) Maximum(v T) FieldOf[T] { return f.add(maximumOf(v, false)) }
 
-// MinLength is the field's least length, in characters. It fits a string.
-func (f FieldOf[T]) MinLength(n int) FieldOf[T] {
-	return f.with("MinLength", func(p *apiextensionsv1.JSONSchemaProps) error {
-		v := int64(n)
-		p.MinLength = &v
-		return fits(p, "string", n)
-	})
-}
+// ExclusiveMinimum is a value the field must be greater than
+// (controller-gen's Minimum with ExclusiveMinimum=true). It fits a number,
+// and replaces a Minimum.
+func (f FieldOf[T]) ExclusiveMinimum(v T) FieldOf[T] { return f.add(minimumOf(v, true)) }
+
+// ExclusiveMaximum is a value the field must be less than (controller-gen's
+// Maximum with ExclusiveMaximum=true). It fits a number, and replaces a
+// Maximum.
+func (f FieldOf[T]) ExclusiveMaximum(v T) FieldOf[T] { return f.add(maximumOf(v, true)) }
+
+// MultipleOf is a number the field's value is a multiple of. It fits a
+// number, and must be greater than 0.
+func (f FieldOf[T]) MultipleOf(v T) FieldOf[T] { return f.add(multipleOf(v)) }
+
+// MinLength is the field's least length, in characters. It fits a string
+// or an int-or-string.
+func (f FieldOf[T]) MinLength(n int) FieldOf[T] { return f.add(minLengthOf(n)) }
 
 // MaxLength is the field's greatest length, in characters. It fits a
-// string. The API server's cost limits on CEL rules often need one.
-func (f FieldOf[T]) MaxLength(n int) FieldOf[T] {
-	return f.with("MaxLength", func(p *apiextensionsv1.JSONSchemaProps) error {
-		v := int64(n)
-		p.MaxLength = &v
-		return fits(p, "string", n)
-	})
-}
+// string or an int-or-string. The API server's cost limits on CEL rules
+// often need one.
+func (f FieldOf[T]) MaxLength(n int) FieldOf[T] { return f.add(maxLengthOf(n)) }
 
-// Pattern is a regular expression the field matches. It fits a string.
-// The API server matches it with Go's regexp package, as re was compiled.
-func (f FieldOf[T]) Pattern(re *regexp.Regexp) FieldOf[T] {
-	return f.with("Pattern", func(p *apiextensionsv1.JSONSchemaProps) error {
-		if re == nil {
-			return fmt.Errorf("is nil")
-		}
-		p.Pattern = re.String()
-		return fits(p, "string", 0)
-	})
-}
+// Pattern is a regular expression the field matches. It fits a string or
+// an int-or-string. The API server matches it with Go's regexp package, as
+// re was compiled.
+func (f FieldOf[T]) Pattern(re *regexp.Regexp) FieldOf[T] { return f.add(patternOf(re)) }
+
+// Format is the field's format, such as kube.FormatUUID, which the API
+// server checks. It fits a string or an int-or-string.
+func (f FieldOf[T]) Format(format Format) FieldOf[T] { return f.add(formatOf(format)) }
 
 // MinItems is the field's least number of items. It fits a slice or an
 // array.
-func (f FieldOf[T]) MinItems(n int) FieldOf[T] {
-	return f.with("MinItems", func(p *apiextensionsv1.JSONSchemaProps) error {
-		v := int64(n)
-		p.MinItems = &v
-		return fits(p, "array", n)
-	})
-}
+func (f FieldOf[T]) MinItems(n int) FieldOf[T] { return f.add(minItemsOf(n)) }
 
 // MaxItems is the field's greatest number of items. It fits a slice or an
 // array. The API server's cost limits on CEL rules often need one.
-func (f FieldOf[T]) MaxItems(n int) FieldOf[T] {
-	return f.with("MaxItems", func(p *apiextensionsv1.JSONSchemaProps) error {
-		v := int64(n)
-		p.MaxItems = &v
-		return fits(p, "array", n)
-	})
+func (f FieldOf[T]) MaxItems(n int) FieldOf[T] { return f.add(maxItemsOf(n)) }
+
+// MinProperties is the field's least number of properties. It fits a map
+// or a struct.
+func (f FieldOf[T]) MinProperties(n int) FieldOf[T] { return f.add(minPropertiesOf(n)) }
+
+// MaxProperties is the field's greatest number of properties. It fits a
+// map or a struct.
+func (f FieldOf[T]) MaxProperties(n int) FieldOf[T] { return f.add(maxPropertiesOf(n)) }
+
+// Validation constrains the field with a CEL rule that the API server
+// checks, in which self is the field's value, such as "self.size() <= 10",
+// and the message it reports when the rule is false. CRD doesn't compile
+// the rule: the API server compiles it when the CRD is applied.
+func (f FieldOf[T]) Validation(rule, message string) FieldOf[T] {
+	return f.add(celOf(CEL{Rule: rule, Message: message}))
 }
+
+// XValidation constrains the field with a CEL rule and its options
+// (controller-gen's +kubebuilder:validation:XValidation): a message, or a
+// messageExpression, a reason, a fieldPath, and optionalOldSelf for a
+// transition rule.
+func (f FieldOf[T]) XValidation(rule CEL) FieldOf[T] { return f.add(celOf(rule)) }
 
 // ListSet makes the field a set: its items are unique, and server-side
 // apply merges them one by one (x-kubernetes-list-type: set). It fits a
@@ -341,15 +346,79 @@ func (f FieldOf[T]) ListMap(keys ...string) FieldOf[T] {
 	})
 }
 
-// Validation constrains the field with a CEL rule that the API server
-// checks, in which self is the field's value, such as "self.size() <= 10",
-// and the message it reports when the rule is false. CRD doesn't compile
-// the rule: the API server compiles it when the CRD is applied.
-func (f FieldOf[T]) Validation(rule, message string) FieldOf[T] {
-	return f.with("Validation", func(p *apiextensionsv1.JSONSchemaProps) error {
-		p.XValidations = append(p.XValidations, apiextensionsv1.ValidationRule{Rule: rule, Message: message})
+// Atomic makes server-side apply replace the field whole, rather than
+// merge it: a list's x-kubernetes-list-type: atomic (controller-gen's
+// +listType=atomic), a map's or a struct's x-kubernetes-map-type: atomic
+// (+mapType=atomic, +structType=atomic). It fits a slice, an array, a map
+// or a struct, and replaces a ListSet or ListMap.
+func (f FieldOf[T]) Atomic() FieldOf[T] {
+	return f.with("Atomic", func(p *apiextensionsv1.JSONSchemaProps) error {
+		atomic := "atomic"
+		switch p.Type {
+		case "array":
+			p.XListType = &atomic
+			p.XListMapKeys = nil
+		case "object":
+			p.XMapType = &atomic
+		default:
+			return fmt.Errorf("fits a list, a map or a struct, not %s", describeType(p))
+		}
 		return nil
 	})
+}
+
+// PreserveUnknownFields makes the API server keep every field of the
+// field's value, rather than prune those its schema doesn't name
+// (x-kubernetes-preserve-unknown-fields, controller-gen's
+// +kubebuilder:pruning:PreserveUnknownFields). It fits a map or a struct,
+// and a field whose type has no schema of its own: an interface, such as
+// any or map[string]any, or a type that implements json.Marshaler, such
+// as json.RawMessage, whose schema is then any JSON value (any object,
+// for a map).
+func (f FieldOf[T]) PreserveUnknownFields() FieldOf[T] {
+	f = f.with("PreserveUnknownFields", func(p *apiextensionsv1.JSONSchemaProps) error {
+		p.XPreserveUnknownFields = ptrTo(true)
+		if p.Type != "object" && p.Type != "" {
+			return fmt.Errorf("fits a map, a struct or an interface, not %s", describeType(p))
+		}
+		return nil
+	})
+	f.r.preserve = true
+	return f
+}
+
+// EmbeddedResource makes the field a Kubernetes object, with apiVersion,
+// kind and metadata, which the API server checks as it checks an object's
+// (x-kubernetes-embedded-resource, controller-gen's
+// +kubebuilder:validation:EmbeddedResource). It fits a struct or a map,
+// usually a runtime.RawExtension.
+func (f FieldOf[T]) EmbeddedResource() FieldOf[T] {
+	return f.with("EmbeddedResource", func(p *apiextensionsv1.JSONSchemaProps) error {
+		p.XEmbeddedResource = true
+		return fits(p, "object", 0)
+	})
+}
+
+// Optional makes the field optional whatever its json tag says
+// (controller-gen's +optional). It replaces a Required.
+func (f FieldOf[T]) Optional() FieldOf[T] {
+	f.r.required = ptrTo(false)
+	return f
+}
+
+// Required makes the field required whatever its json tag says
+// (controller-gen's +required), and not nullable (see CRD): an object
+// without it, or with it null, is refused. It replaces an Optional.
+func (f FieldOf[T]) Required() FieldOf[T] {
+	f.r.required = ptrTo(true)
+	return f
+}
+
+// Nullable lets the field be null (controller-gen's +nullable), whatever
+// CRD decides from its type and constraints.
+func (f FieldOf[T]) Nullable() FieldOf[T] {
+	f.r.nullable = true
+	return f
 }
 
 // items is the schema of an array's items, or nil.
@@ -361,8 +430,9 @@ func items(p *apiextensionsv1.JSONSchemaProps) *apiextensionsv1.JSONSchemaProps 
 }
 
 // fits reports whether the schema p is of type want, and n isn't negative.
+// An int-or-string fits a string's constraints, as the API server allows.
 func fits(p *apiextensionsv1.JSONSchemaProps, want string, n int) error {
-	if p.Type != want {
+	if p.Type != want && !(want == "string" && p.XIntOrString) {
 		return fmt.Errorf("fits a field of type %s, not %s", want, describeType(p))
 	}
 	if n < 0 {
@@ -417,7 +487,7 @@ func describeType(p *apiextensionsv1.JSONSchemaProps) string {
 // embedded in t by value.
 func fieldAt(t reflect.Type, off uintptr, ft reflect.Type) ([]int, error) {
 	if t.Kind() != reflect.Struct {
-		return nil, fmt.Errorf("%s is not a struct, so it has no fields", t)
+		return nil, fmt.Errorf("%s is a %s, not a struct, so it has no fields: constrain its values with kube.ValueRules(kube.Values[%s]()...), or give its whole schema with kube.Schema[%s]", t, t.Kind(), t, t)
 	}
 	if index := promotedAt(t, off, ft); index != nil {
 		return index, nil

@@ -120,9 +120,25 @@ func (b *reflector) schema(t reflect.Type, path string) apiextensionsv1.JSONSche
 			s.Description = *r.description
 		}
 		s.XValidations = append(s.XValidations, r.validations...)
+		for i, c := range r.values {
+			if err := applyConstraint(c, &s); err != nil {
+				b.report(fmt.Sprintf("values %s %d", t, i), fmt.Errorf("kube: %s: ValueRules for %s: %s %w", path, t, c.name, err))
+			}
+		}
 	}
 	return s
 }
+
+// constrained reports whether t's ValueRules constrain its values.
+func (b *reflector) constrained(t reflect.Type) bool {
+	r := b.rules[t]
+	return r != nil && constrainsValue(r.values)
+}
+
+// quantityPattern is the pattern of resource.Quantity's string form, as the
+// API server's own types carry it (k8s.io/apimachinery's
+// resource.Quantity OpenAPI definition, and controller-gen's).
+const quantityPattern = `^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`
 
 // reflect is t's schema, without its own type's rules.
 func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSchemaProps {
@@ -131,10 +147,18 @@ func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSch
 		return apiextensionsv1.JSONSchemaProps{Type: "string", Format: "date-time"}
 	case durationType:
 		return apiextensionsv1.JSONSchemaProps{Type: "string"}
-	case quantityType, intOrStringType:
+	case intOrStringType:
 		return apiextensionsv1.JSONSchemaProps{
 			XIntOrString: true,
 			AnyOf:        []apiextensionsv1.JSONSchemaProps{{Type: "integer"}, {Type: "string"}},
+		}
+	case quantityType:
+		// A string that isn't a quantity would be admitted, and then fail
+		// every decode of the object.
+		return apiextensionsv1.JSONSchemaProps{
+			XIntOrString: true,
+			AnyOf:        []apiextensionsv1.JSONSchemaProps{{Type: "integer"}, {Type: "string"}},
+			Pattern:      quantityPattern,
 		}
 	case rawType:
 		return apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}
@@ -145,7 +169,7 @@ func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSch
 		return apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}
 	}
 	if t.Kind() != reflect.Pointer && (t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType)) {
-		b.report("marshaler "+t.String(), fmt.Errorf("kube: %s: %s implements json.Marshaler, so its fields aren't its encoding: give its schema with kube.Schema[%s]", path, t, t))
+		b.report("marshaler "+t.String(), fmt.Errorf("kube: %s: %s implements json.Marshaler, so its fields aren't its encoding: give its schema with kube.Schema[%s], or give the field PreserveUnknownFields to keep any JSON value there", path, t, t))
 		return apiextensionsv1.JSONSchemaProps{Type: "object"}
 	}
 	if t.Kind() != reflect.Pointer && (t.Implements(textMarshalerType) || reflect.PointerTo(t).Implements(textMarshalerType)) {
@@ -180,8 +204,8 @@ func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSch
 		items := b.element(t.Elem(), path+"[*]")
 		return apiextensionsv1.JSONSchemaProps{Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &items}}
 	case reflect.Map:
-		if t.Key().Kind() != reflect.String {
-			b.report("map "+t.String(), fmt.Errorf("kube: %s: %s has keys of type %s: a map's keys must be strings", path, t, t.Key()))
+		if !jsonKey(t.Key()) {
+			b.report("map "+t.String(), fmt.Errorf("kube: %s: %s has keys of type %s, which encoding/json can't encode: a map's keys must be strings, integers, or implement encoding.TextMarshaler", path, t, t.Key()))
 			return apiextensionsv1.JSONSchemaProps{Type: "object"}
 		}
 		if !b.enter(t, path) {
@@ -197,7 +221,7 @@ func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSch
 		defer b.leave(t)
 		return b.object(t, path)
 	case reflect.Interface:
-		b.report("kind "+t.String(), fmt.Errorf("kube: %s: %s is an interface, whose encoding has no schema", path, t))
+		b.report("kind "+t.String(), fmt.Errorf("kube: %s: %s is an interface, whose encoding has no schema: give the field that holds it PreserveUnknownFields to keep any JSON value there, or use a concrete type", path, t))
 	case reflect.Chan:
 		b.report("kind "+t.String(), fmt.Errorf("kube: %s: %s is a channel, which encoding/json can't encode", path, t))
 	case reflect.Func:
@@ -206,6 +230,61 @@ func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSch
 		b.report("kind "+t.String(), fmt.Errorf("kube: %s: %s is a %s, which encoding/json can't encode", path, t, t.Kind()))
 	}
 	return apiextensionsv1.JSONSchemaProps{Type: "object"}
+}
+
+// jsonKey reports whether encoding/json encodes a map key of type t: a
+// string, an integer, or an encoding.TextMarshaler.
+func jsonKey(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.String,
+		reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return true
+	}
+	return t.Implements(textMarshalerType)
+}
+
+// opaque is the schema of a field given PreserveUnknownFields whose type
+// has none of its own: any JSON value for an interface or a type that
+// encodes itself with json.Marshaler and has no Schema, and any object for
+// a map of interfaces.
+func (b *reflector) opaque(t reflect.Type) (apiextensionsv1.JSONSchemaProps, bool) {
+	keep := ptrTo(true)
+	switch {
+	case t.Kind() == reflect.Interface:
+		return apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: keep}, true
+	case t.Kind() == reflect.Map && t.Elem().Kind() == reflect.Interface && jsonKey(t.Key()):
+		return apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: keep}, true
+	case b.rules[t] == nil && t != timeType && t != microTimeType && t != durationType && t != quantityType && t != intOrStringType && t != rawType &&
+		(t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType)):
+		return apiextensionsv1.JSONSchemaProps{XPreserveUnknownFields: keep}, true
+	}
+	return apiextensionsv1.JSONSchemaProps{}, false
+}
+
+// conditionShaped reports whether struct type t is a condition by
+// Kubernetes' API conventions, as metav1.Condition is: it has the fields
+// type, status and lastTransitionTime, a metav1.Time.
+func conditionShaped(t reflect.Type) bool {
+	if t == conditionType {
+		return true
+	}
+	if t.Kind() != reflect.Struct {
+		return false
+	}
+	fields, _ := jsonFields(t)
+	var typ, status, ltt bool
+	for _, f := range fields {
+		switch {
+		case f.name == "type" && f.typ.Kind() == reflect.String:
+			typ = true
+		case f.name == "status" && f.typ.Kind() == reflect.String:
+			status = true
+		case f.name == "lastTransitionTime" && f.typ == timeType:
+			ltt = true
+		}
+	}
+	return typ && status && ltt
 }
 
 // zeroIsNull reports whether t is one of the struct types whose MarshalJSON
@@ -240,7 +319,7 @@ func (b *reflector) mayBeNil(t reflect.Type) bool {
 func (b *reflector) element(t reflect.Type, path string) apiextensionsv1.JSONSchemaProps {
 	if t.Kind() != reflect.Pointer {
 		s := b.schema(t, path)
-		if b.mayBeNil(t) {
+		if b.mayBeNil(t) && !b.constrained(t) {
 			s.Nullable = true
 		}
 		return s
@@ -249,7 +328,7 @@ func (b *reflector) element(t reflect.Type, path string) apiextensionsv1.JSONSch
 		t = t.Elem()
 	}
 	s := b.schema(t, path)
-	s.Nullable = true
+	s.Nullable = !b.constrained(t)
 	return s
 }
 
@@ -277,19 +356,11 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 	}
 	for _, f := range fields {
 		fpath := path + "." + f.name
-		var p apiextensionsv1.JSONSchemaProps
 		ft := f.typ
 		ptr := ft.Kind() == reflect.Pointer
 		for ft.Kind() == reflect.Pointer {
 			ft = ft.Elem()
 		}
-		if f.quoted {
-			p = apiextensionsv1.JSONSchemaProps{Type: "string"}
-		} else {
-			p = b.schema(ft, fpath)
-		}
-		required := !f.omit && !f.viaPointer
-		defaulted, enum := false, false
 		// The rules of each struct along the field's index sequence, the
 		// innermost first, so the outer type's rules win.
 		owner := make([]reflect.Type, len(f.index))
@@ -301,24 +372,53 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 				ot = ot.Elem()
 			}
 		}
+		type ruleAt struct {
+			owner reflect.Type
+			k     int
+			fr    fieldRule
+		}
+		var frs []ruleAt
+		preserve := false
 		for i := len(f.index) - 1; i >= 0; i-- {
-			r := b.rules[owner[i]]
-			if r == nil {
-				continue
-			}
-			for k, fr := range r.fields {
-				if !slices.Equal(fr.index, f.index[i:]) {
-					continue
-				}
-				if fr.defaulted {
-					required = false
-					defaulted = true
-				}
-				for n, c := range fr.constraints {
-					enum = enum || c.name == "Enum"
-					if err := applyConstraint(c, &p); err != nil {
-						b.report(fmt.Sprintf("rule %s %d %d", owner[i], k, n), fmt.Errorf("kube: %s: Rules for %s: %s: %s %w", fpath, owner[i], goFieldName(owner[i], fr.index), c.name, err))
+			if r := b.rules[owner[i]]; r != nil {
+				for k, fr := range r.fields {
+					if slices.Equal(fr.index, f.index[i:]) {
+						frs = append(frs, ruleAt{owner[i], k, fr})
+						preserve = preserve || fr.preserve
 					}
+				}
+			}
+		}
+
+		var p apiextensionsv1.JSONSchemaProps
+		opaque := false
+		switch {
+		case f.quoted:
+			p = apiextensionsv1.JSONSchemaProps{Type: "string"}
+		case preserve:
+			p, opaque = b.opaque(ft)
+		}
+		if !f.quoted && !opaque {
+			p = b.schema(ft, fpath)
+		}
+		required := !f.omit && !f.viaPointer
+		defaulted, nullable := false, false
+		constrained := b.constrained(ft)
+		for _, ra := range frs {
+			fr := ra.fr
+			if fr.defaulted {
+				required = false
+				defaulted = true
+			}
+			if fr.required != nil {
+				required = *fr.required
+				constrained = constrained || required
+			}
+			nullable = nullable || fr.nullable
+			constrained = constrained || constrainsValue(fr.constraints)
+			for n, c := range fr.constraints {
+				if err := applyConstraint(c, &p); err != nil {
+					b.report(fmt.Sprintf("rule %s %d %d", ra.owner, ra.k, n), fmt.Errorf("kube: %s: Rules for %s: %s: %s %w", fpath, ra.owner, goFieldName(ra.owner, fr.index), c.name, err))
 				}
 			}
 		}
@@ -330,22 +430,26 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 		// RawExtension. The API server drops a null it may not keep, and
 		// then finds a required field missing; and it defaults only a field
 		// that is missing.
-		// metav1.Condition is the exception, embedded or not: its
-		// lastTransitionTime stays required and not nullable, as Kubernetes' own ValidateConditions
-		// requires it set (apimachinery's meta/v1/validation), so a
-		// condition without one is refused rather than stored as null.
 		// omitempty leaves out a nil pointer, slice or map, but never a
 		// struct: a zero metav1.Time tagged omitempty is still written, as
 		// null, and so is a pointer to one. omitzero leaves out both (it
 		// asks metav1.Time's IsZero).
+		// A field whose value is constrained, by a rule of its own or of its
+		// type, or that Required makes required, isn't nullable, so a null
+		// can't pass its constraints: the API server drops the null, and a
+		// required field is then missing.
+		// A condition's lastTransitionTime (metav1.Condition's, embedded or
+		// not, or a user's own condition type's) stays required and not
+		// nullable, as Kubernetes' own ValidateConditions requires it set
+		// (apimachinery's meta/v1/validation), so a condition without one is
+		// refused rather than stored as null.
 		leftOut := f.omitzero || f.omit && !zeroIsNull(ft) && (ptr || ft.Kind() == reflect.Slice || ft.Kind() == reflect.Map)
-		if (ptr || !f.quoted && b.mayBeNil(ft)) && !leftOut && !defaulted && owner[len(owner)-1] != conditionType {
+		conditionTime := f.name == "lastTransitionTime" && required && conditionShaped(owner[len(owner)-1])
+		if (ptr || !f.quoted && b.mayBeNil(ft)) && !leftOut && !defaulted && !conditionTime && !constrained {
 			p.Nullable = true
-			if enum {
-				// The API server checks a null against the enum too, and
-				// refuses it, whatever the enum holds.
-				b.report("nullable enum "+fpath, fmt.Errorf("kube: %s: %s has an Enum, but encoding/json writes it as null when it is nil or zero, which the API server checks against the enum and refuses: make it omitzero (or omitempty, for a pointer, slice or map), or give it a Default", fpath, goFieldName(t, f.index)))
-			}
+		}
+		if nullable {
+			p.Nullable = true
 		}
 		s.Properties[f.name] = p
 		if required {

@@ -129,48 +129,70 @@ func TestStringIsIgnoredOnATypeThatEncodesItself(t *testing.T) {
 	requireServerAccepts(t, crd, s{Level: 2})
 }
 
-type modes struct {
-	Mode     *string  `json:"mode"`
-	Modes    []string `json:"modes"`
-	Optional *string  `json:"optional,omitempty"`
-	Given    *string  `json:"given"`
+// nulls has fields that encoding/json writes as null when they are nil,
+// with and without constraints on their values.
+type nulls struct {
+	Pair     []string          `json:"pair"`
+	Free     []string          `json:"free"`
+	Mode     *string           `json:"mode"`
+	Labels   map[string]string `json:"labels"`
+	Must     []string          `json:"must,omitempty"`
+	Optional *string           `json:"optional,omitempty"`
+	Nullable []string          `json:"nullable"`
+	Phases   []phase           `json:"phases"`
 }
 
-var md modes
+type phase string
 
-func TestAnEnumOnAFieldThatEncodesAsNullIsAnError(t *testing.T) {
+var nl nulls
+
+// nullRules constrain nulls' fields, but for Free, and Labels, which only
+// has a Description.
+func nullRules() []kube.TypeRules {
 	slow := "slow"
-	r := resourceOf[modes](kube.Rules(&md,
-		kube.Field(&md.Mode).Enum(&slow),
-		kube.Field(&md.Modes).Enum([]string{"a"}),
-		kube.Field(&md.Optional).Enum(&slow),
-		kube.Field(&md.Given).Enum(&slow).Default(&slow),
-	))
-	_, err := r.CRD()
-	requireErrorsContain(t, err,
-		"kube: spec.mode: modes.Mode has an Enum, but encoding/json writes it as null when it is nil",
-		"kube: spec.modes: modes.Modes has an Enum",
-	)
-	require.NotContains(t, err.Error(), "spec.optional")
-	require.NotContains(t, err.Error(), "spec.given")
+	return []kube.TypeRules{kube.Rules(&nl,
+		kube.Field(&nl.Pair).MinItems(2),
+		kube.Field(&nl.Mode).Enum(&slow),
+		kube.Field(&nl.Labels).Description("labels"),
+		kube.Field(&nl.Must).Required(),
+		kube.Field(&nl.Optional).Enum(&slow),
+		kube.Field(&nl.Nullable).MinItems(1).Nullable(),
+	), kube.ValueRules(kube.Values[phase]().Enum("a", "b"))}
+}
 
-	// What the API server makes of such a field: null is refused.
-	r.Rules = nil
-	crd, err := r.CRD()
-	require.NoError(t, err)
-	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
-	mode := spec.Properties["mode"]
-	mode.Enum = []apiextensionsv1.JSON{{Raw: []byte(`"slow"`)}}
-	spec.Properties["mode"] = mode
-	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec
-	require.Contains(t, serverObjectErrors(t, crd, modes{}), `spec.mode: Unsupported value: null: supported values: "slow"`)
-
-	// And what it makes of the fields CRD accepts.
-	r.Rules = []kube.TypeRules{kube.Rules(&md, kube.Field(&md.Optional).Enum(&slow), kube.Field(&md.Given).Enum(&slow).Default(&slow))}
-	crd, err = r.CRD()
+// TestAConstrainedFieldIsNotNullable: null would pass a field's
+// constraints, which the API server skips for a null, so a field with a
+// constraint on its value, or Required, isn't nullable: the API server
+// drops the null and finds the required field missing. An unconstrained
+// one keeps the null a Go client's nil slice, map or pointer is written as.
+func TestAConstrainedFieldIsNotNullable(t *testing.T) {
+	crd, err := resourceOf[nulls](nullRules()...).CRD()
 	require.NoError(t, err)
 	requireServerValid(t, crd)
-	requireServerAccepts(t, crd, modes{})
+	spec := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	for name, want := range map[string]bool{
+		"pair": false, "mode": false, "must": false, "optional": false,
+		"free": true, "labels": true, "nullable": true, "phases": true,
+	} {
+		require.Equal(t, want, spec.Properties[name].Nullable, name)
+	}
+	require.False(t, spec.Properties["phases"].Items.Schema.Nullable)
+	require.Equal(t, []string{"pair", "free", "mode", "labels", "must", "nullable", "phases"}, spec.Required)
+
+	// What the API server makes of nulls: refused where constrained, kept
+	// where not.
+	got := serverObjectErrors(t, crd, map[string]any{"pair": nil, "free": nil, "mode": nil, "labels": nil, "must": nil, "nullable": nil, "phases": nil})
+	require.ElementsMatch(t, []string{"spec.pair: Required value", "spec.mode: Required value", "spec.must: Required value"}, got)
+	require.Empty(t, serverObjectErrors(t, crd, map[string]any{"pair": []string{"a", "b"}, "free": nil, "mode": "slow", "labels": nil, "must": []string{}, "nullable": nil, "phases": nil}))
+	require.Contains(t, serverObjectErrors(t, crd, map[string]any{"pair": []string{"a"}, "free": nil, "mode": "slow", "labels": nil, "must": []string{}, "nullable": nil, "phases": []string{"c"}}),
+		`spec.phases[0]: Unsupported value: "c": supported values: "a", "b"`)
+
+	// Before, a nullable Pair let null pass required and MinItems.
+	pair := spec.Properties["pair"]
+	pair.Nullable = true
+	spec.Properties["pair"] = pair
+	crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"] = spec
+	require.Empty(t, serverObjectErrors(t, crd, map[string]any{"pair": nil, "free": nil, "mode": "slow", "labels": nil, "must": []string{}, "nullable": nil, "phases": nil}))
 }
 
 // embeddedCondition embeds metav1.Condition, as operators often extend it.

@@ -58,7 +58,11 @@ func TestSchemaOfEveryRowOfTheTable(t *testing.T) {
 		int64Schema  = apiextensionsv1.JSONSchemaProps{Type: "integer", Format: "int64"}
 		stringSchema = apiextensionsv1.JSONSchemaProps{Type: "string"}
 		intOrString  = apiextensionsv1.JSONSchemaProps{XIntOrString: true, AnyOf: []apiextensionsv1.JSONSchemaProps{{Type: "integer"}, {Type: "string"}}}
-		arrayOf      = func(s apiextensionsv1.JSONSchemaProps) apiextensionsv1.JSONSchemaProps {
+		quantity     = apiextensionsv1.JSONSchemaProps{
+			XIntOrString: true, AnyOf: []apiextensionsv1.JSONSchemaProps{{Type: "integer"}, {Type: "string"}},
+			Pattern: `^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[numkMGTPE]|([eE](\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))))?$`,
+		}
+		arrayOf = func(s apiextensionsv1.JSONSchemaProps) apiextensionsv1.JSONSchemaProps {
 			return apiextensionsv1.JSONSchemaProps{Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &s}}
 		}
 		nullable = func(s apiextensionsv1.JSONSchemaProps) apiextensionsv1.JSONSchemaProps { s.Nullable = true; return s }
@@ -106,7 +110,8 @@ func TestSchemaOfEveryRowOfTheTable(t *testing.T) {
 		{"metav1.MicroTime", propOf[metav1.MicroTime], nullable(apiextensionsv1.JSONSchemaProps{Type: "string", Format: "date-time"})},
 		{"*metav1.Time", propOf[*metav1.Time], apiextensionsv1.JSONSchemaProps{Type: "string", Format: "date-time", Nullable: true}},
 		{"metav1.Duration", propOf[metav1.Duration], stringSchema},
-		{"resource.Quantity", propOf[resource.Quantity], intOrString},
+		// The pattern the API server's own types carry for a Quantity.
+		{"resource.Quantity", propOf[resource.Quantity], quantity},
 		{"intstr.IntOrString", propOf[intstr.IntOrString], intOrString},
 		{"runtime.RawExtension", propOf[runtime.RawExtension], nullable(apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)})},
 		{"metav1.ObjectMeta", propOf[metav1.ObjectMeta], apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptr(true)}},
@@ -376,23 +381,23 @@ func TestSchemaErrorsNameEachBadType(t *testing.T) {
 		Iface   any                `json:"iface"`
 		Chan    chan int           `json:"chan"`
 		Func    func()             `json:"func"`
-		IntKeys map[int]string     `json:"intKeys"`
+		IntKeys map[float32]string `json:"floatKeys"`
 		Complex complex128         `json:"complex"`
 		Unsafe  unsafe.Pointer     `json:"unsafe"`
 		Color   Color              `json:"color"`
-		InSlice []map[int32]string `json:"inSlice"`
+		InSlice []map[bool]string  `json:"inSlice"`
 		Again   any                `json:"again"`
 	}
 	_, err := resourceOf[badTypes]().CRD()
 	requireErrorsContain(t, err,
-		"kube: spec.iface: interface {} is an interface",
+		"kube: spec.iface: interface {} is an interface, whose encoding has no schema: give the field that holds it PreserveUnknownFields",
 		"kube: spec.chan: chan int is a channel",
 		"kube: spec.func: func() is a function",
-		"kube: spec.intKeys: map[int]string has keys of type int: a map's keys must be strings",
+		"kube: spec.floatKeys: map[float32]string has keys of type float32, which encoding/json can't encode: a map's keys must be strings, integers, or implement encoding.TextMarshaler",
 		"kube: spec.complex: complex128 is a complex128",
 		"kube: spec.unsafe: unsafe.Pointer is a unsafe.Pointer",
-		"kube: spec.color: kube_test.Color implements json.Marshaler, so its fields aren't its encoding: give its schema with kube.Schema[kube_test.Color]",
-		"kube: spec.inSlice[*]: map[int32]string has keys of type int32",
+		"kube: spec.color: kube_test.Color implements json.Marshaler, so its fields aren't its encoding: give its schema with kube.Schema[kube_test.Color], or give the field PreserveUnknownFields",
+		"kube: spec.inSlice[*]: map[bool]string has keys of type bool",
 	)
 	require.NotContains(t, err.Error(), "spec.again", "a bad type is reported once")
 }
