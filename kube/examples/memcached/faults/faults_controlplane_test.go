@@ -4,6 +4,7 @@ package faults_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"syscall"
@@ -239,6 +240,114 @@ func TestFaults(t *testing.T) {
 		r1.proc.Signal(syscall.SIGTERM)
 		require.Equal(t, 0, r1.waitExit(t, 30*time.Second))
 	})
+
+	t.Run("ChurnThroughARollingRestartEndsExactAndFinalizesEachDeletedObjectOnce", func(t *testing.T) {
+		ns := e.Namespace(t, "churn")
+		s := fast
+		s.Workers = 2
+		r0 := startReplica(t, e, ns, "replica-0", s)
+		e.WaitHolder(t, 30*time.Second, ns, lease, "replica-0")
+		r1 := startReplica(t, e, ns, "replica-1", s)
+		names := createMemcacheds(t, e, ns, churn, 1)
+		// Each holds the finalizer before the churn, so each deleted one
+		// must be finalized (one deleted before it had it would just go).
+		waitConverged(t, e, ns, names)
+		reconciled := r0.count("reconcile-start", "")
+
+		// Half resized, a quarter deleted, while the replicas are
+		// replaced one by one as a rolling update does: a new one starts,
+		// then the leader gets SIGTERM.
+		var survivors, deleted []string
+		var wg sync.WaitGroup
+		var churnErr error
+		memcacheds := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns)
+		wg.Go(func() {
+			for i, name := range names {
+				var err error
+				switch {
+				case i%4 == 1:
+					err = memcacheds.Delete(context.Background(), name, metav1.DeleteOptions{})
+					deleted = append(deleted, name)
+				case i%2 == 0:
+					_, err = memcacheds.Patch(context.Background(), name, types.MergePatchType, []byte(`{"spec":{"size":3}}`), metav1.PatchOptions{FieldManager: "test"})
+					survivors = append(survivors, name)
+				default:
+					survivors = append(survivors, name)
+				}
+				churnErr = errors.Join(churnErr, err)
+			}
+		})
+		r2 := startReplica(t, e, ns, "replica-2", s)
+		apptest.Eventually(t, 30*time.Second, "replica-0 to reconcile a quarter of the churn", func(context.Context) (bool, error) {
+			return r0.count("reconcile-start", "") >= reconciled+churn/4, nil
+		})
+		require.NoError(t, r0.proc.Signal(syscall.SIGTERM))
+		require.Equal(t, 0, r0.waitExit(t, 30*time.Second))
+		e.WaitHolder(t, 30*time.Second, ns, lease, "replica-1")
+		r3 := startReplica(t, e, ns, "replica-3", s)
+		apptest.Eventually(t, 30*time.Second, "replica-1 to reconcile a quarter of the churn", func(context.Context) (bool, error) {
+			return r1.count("reconcile-start", "") >= churn/4, nil
+		})
+		require.NoError(t, r1.proc.Signal(syscall.SIGTERM))
+		require.Equal(t, 0, r1.waitExit(t, 30*time.Second))
+		wg.Wait()
+		require.NoError(t, churnErr)
+		waitConverged(t, e, ns, survivors)
+		requireGone(t, e, ns, deleted)
+
+		// Then the leader SIGKILLed right after a finalizer ran, before
+		// (or as) it removes the finalizer: the next leader finalizes that
+		// object again, and every other one once.
+		leader, err := e.Holder(t.Context(), ns, lease)
+		require.NoError(t, err)
+		replicas := map[string]*replica{"replica-2": r2, "replica-3": r3}
+		killed, standby := replicas[leader], replicas["replica-3"]
+		if leader == "replica-3" {
+			standby = r2
+		}
+		more := survivors[:churn/8]
+		survivors = survivors[churn/8:]
+		finalizedBefore := finalizedCount(killed, "")
+		wg.Go(func() {
+			for _, name := range more {
+				churnErr = errors.Join(churnErr, memcacheds.Delete(context.Background(), name, metav1.DeleteOptions{}))
+			}
+		})
+		apptest.Eventually(t, 30*time.Second, "the leader to finalize one more", func(context.Context) (bool, error) {
+			return finalizedCount(killed, "") > finalizedBefore, nil
+		})
+		killed.kill()
+		wg.Wait()
+		require.NoError(t, churnErr)
+		deleted = append(deleted, more...)
+		requireGone(t, e, ns, deleted)
+		waitConverged(t, e, ns, survivors)
+
+		all := []*replica{r0, r1, r2, r3}
+		twice := 0
+		for _, name := range deleted {
+			n := 0
+			for _, r := range all {
+				n += finalizedCount(r, ns+"/"+name)
+			}
+			switch {
+			case n == 2 && finalizedCount(killed, ns+"/"+name) == 1:
+				twice++ // the one in flight at the SIGKILL
+			case n != 1:
+				t.Errorf("%s was finalized %d times, want once", name, n)
+			}
+		}
+		require.LessOrEqual(t, twice, s.Workers, "objects finalized twice: only those in flight at the SIGKILL")
+		for _, name := range survivors {
+			for _, r := range all {
+				require.Zero(t, finalizedCount(r, ns+"/"+name), "%s, not deleted, was finalized by %s", name, r.id)
+			}
+		}
+		t.Logf("%d Memcacheds, %d deleted (%d finalized twice, in flight at the SIGKILL); reconciles by replica: %d, %d, %d, %d",
+			churn, len(deleted), twice, r0.count("reconcile-start", ""), r1.count("reconcile-start", ""), r2.count("reconcile-start", ""), r3.count("reconcile-start", ""))
+		standby.proc.Signal(syscall.SIGTERM)
+		require.Equal(t, 0, standby.waitExit(t, 30*time.Second))
+	})
 }
 
 // backlog is how many Memcacheds the SIGTERM test queues: the issue's 1000
@@ -246,6 +355,41 @@ func TestFaults(t *testing.T) {
 // 300 keep the test to seconds; SIGTERM's part of it is the same with any
 // backlog (exit 0 in about 0.1s with 1000).
 const backlog = 300
+
+// churn is how many Memcacheds the rolling-restart test churns: the
+// issue's 500 take the replicas over a minute; 120 keep it to seconds.
+const churn = 120
+
+// finalizedCount counts the replica's "memcached finalized" records of key
+// ("" for any).
+func finalizedCount(r *replica, key string) int {
+	n := 0
+	for _, ev := range r.Events() {
+		if ev.Ev == "log" && ev.Body == "memcached finalized" && (key == "" || ev.Key == key) {
+			n++
+		}
+	}
+	return n
+}
+
+// requireGone waits up to a minute until none of the Memcacheds names is
+// left in ns.
+func requireGone(t *testing.T, e apptest.Env, ns string, names []string) {
+	t.Helper()
+	ri := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns)
+	apptest.Eventually(t, time.Minute, "the deleted Memcacheds to be gone", func(ctx context.Context) (bool, error) {
+		for _, n := range names {
+			_, err := ri.Get(ctx, n, metav1.GetOptions{})
+			if err == nil {
+				return false, nil
+			}
+			if !apierrors.IsNotFound(err) {
+				return false, err
+			}
+		}
+		return true, nil
+	})
+}
 
 // takeLease makes holder the Lease's holder, as another replica's
 // acquisition would, and returns when.

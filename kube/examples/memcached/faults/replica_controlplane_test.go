@@ -222,7 +222,7 @@ func startReplica(t *testing.T, e apptest.Env, ns, id string, s settings) *repli
 	}()
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("%s's stderr ends:\n%s", id, tail(r.stderr.String(), 40))
+			t.Logf("%s's stderr ends:\n%s", id, tail(r.stderr.String(), 8))
 		}
 	})
 	return r
