@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"syscall"
 	"testing"
@@ -277,19 +278,21 @@ func TestFaults(t *testing.T) {
 				churnErr = errors.Join(churnErr, err)
 			}
 		})
-		r2 := startReplica(t, e, ns, "replica-2", s)
+		reps := map[string]*replica{"replica-0": r0, "replica-1": r1}
+		reps["replica-2"] = startReplica(t, e, ns, "replica-2", s)
 		apptest.Eventually(t, 30*time.Second, "replica-0 to reconcile a quarter of the churn", func(context.Context) (bool, error) {
 			return r0.count("reconcile-start", "") >= reconciled+churn/4, nil
 		})
 		require.NoError(t, r0.proc.Signal(syscall.SIGTERM))
 		require.Equal(t, 0, r0.waitExit(t, 30*time.Second))
-		e.WaitHolder(t, 30*time.Second, ns, lease, "replica-1")
-		r3 := startReplica(t, e, ns, "replica-3", s)
-		apptest.Eventually(t, 30*time.Second, "replica-1 to reconcile a quarter of the churn", func(context.Context) (bool, error) {
-			return r1.count("reconcile-start", "") >= churn/4, nil
+		h1 := waitNewHolder(t, e, ns, "replica-0")
+		reps["replica-3"] = startReplica(t, e, ns, "replica-3", s)
+		apptest.Eventually(t, 30*time.Second, h1+" to reconcile a quarter of the churn", func(context.Context) (bool, error) {
+			return reps[h1].count("reconcile-start", "") >= churn/4, nil
 		})
-		require.NoError(t, r1.proc.Signal(syscall.SIGTERM))
-		require.Equal(t, 0, r1.waitExit(t, 30*time.Second))
+		require.NoError(t, reps[h1].proc.Signal(syscall.SIGTERM))
+		require.Equal(t, 0, reps[h1].waitExit(t, 30*time.Second))
+		h2 := waitNewHolder(t, e, ns, "replica-0", h1)
 		wg.Wait()
 		require.NoError(t, churnErr)
 		waitConverged(t, e, ns, survivors)
@@ -298,12 +301,12 @@ func TestFaults(t *testing.T) {
 		// Then the leader SIGKILLed right after a finalizer ran, before
 		// (or as) it removes the finalizer: the next leader finalizes that
 		// object again, and every other one once.
-		leader, err := e.Holder(t.Context(), ns, lease)
-		require.NoError(t, err)
-		replicas := map[string]*replica{"replica-2": r2, "replica-3": r3}
-		killed, standby := replicas[leader], replicas["replica-3"]
-		if leader == "replica-3" {
-			standby = r2
+		killed := reps[h2]
+		var standby *replica
+		for id, r := range reps {
+			if id != "replica-0" && id != h1 && id != h2 {
+				standby = r
+			}
 		}
 		more := survivors[:churn/8]
 		survivors = survivors[churn/8:]
@@ -323,7 +326,7 @@ func TestFaults(t *testing.T) {
 		requireGone(t, e, ns, deleted)
 		waitConverged(t, e, ns, survivors)
 
-		all := []*replica{r0, r1, r2, r3}
+		all := []*replica{r0, r1, reps["replica-2"], reps["replica-3"]}
 		twice := 0
 		for _, name := range deleted {
 			n := 0
@@ -344,7 +347,7 @@ func TestFaults(t *testing.T) {
 			}
 		}
 		t.Logf("%d Memcacheds, %d deleted (%d finalized twice, in flight at the SIGKILL); reconciles by replica: %d, %d, %d, %d",
-			churn, len(deleted), twice, r0.count("reconcile-start", ""), r1.count("reconcile-start", ""), r2.count("reconcile-start", ""), r3.count("reconcile-start", ""))
+			churn, len(deleted), twice, all[0].count("reconcile-start", ""), all[1].count("reconcile-start", ""), all[2].count("reconcile-start", ""), all[3].count("reconcile-start", ""))
 		standby.proc.Signal(syscall.SIGTERM)
 		require.Equal(t, 0, standby.waitExit(t, 30*time.Second))
 	})
@@ -389,6 +392,19 @@ func requireGone(t *testing.T, e apptest.Env, ns string, names []string) {
 		}
 		return true, nil
 	})
+}
+
+// waitNewHolder waits up to 30s until the Lease of ns has a holder that is
+// none of old, and returns it.
+func waitNewHolder(t *testing.T, e apptest.Env, ns string, old ...string) string {
+	t.Helper()
+	var holder string
+	apptest.Eventually(t, 30*time.Second, "a new holder of the Lease", func(ctx context.Context) (bool, error) {
+		var err error
+		holder, err = e.Holder(ctx, ns, lease)
+		return holder != "" && !slices.Contains(old, holder), err
+	})
+	return holder
 }
 
 // takeLease makes holder the Lease's holder, as another replica's
