@@ -86,6 +86,8 @@ type Controller struct {
 
 	synced atomic.Bool // readiness.go
 
+	recorder atomic.Pointer[Recorder] // events.go: set by Serve
+
 	mu      sync.Mutex
 	serving bool
 	stopped bool               // Shutdown was called

@@ -46,6 +46,7 @@ func (c *Controller) worker(ctx context.Context, queue workqueue.TypedRateLimiti
 // inside the reconcile's root span, and settles the key by its outcome.
 func (c *Controller) reconcile(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], lister cache.Indexer, key string) {
 	ctx, rec := c.tel.startReconcile(ctx, c.kind, key)
+	ctx = c.withRecorder(ctx)
 
 	after, err := c.reconcileKey(ctx, lister, key)
 
@@ -54,9 +55,11 @@ func (c *Controller) reconcile(ctx context.Context, queue workqueue.TypedRateLim
 	switch {
 	case errors.As(err, &panicked):
 		rec.panicked(ctx, panicked)
+		c.recordFailure(lister, key, err, true)
 		queue.Forget(key)
 	case err != nil:
 		rec.failed(ctx, err)
+		c.recordFailure(lister, key, err, false)
 		queue.AddRateLimited(key)
 	default:
 		rec.succeeded()

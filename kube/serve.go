@@ -49,6 +49,8 @@ func (c *Controller) Serve(ctx context.Context) error {
 	ctx = klog.NewContext(ctx, c.tel.klog)
 	keep := context.WithoutCancel(ctx)
 	workCtx = klog.NewContext(workCtx, c.tel.klog)
+	// Events are sent until the workers are done (events.go).
+	defer c.startEvents(keep)()
 
 	// 1. Check the resource is served.
 	ns := c.settings.Namespace

@@ -46,7 +46,8 @@ const (
 //
 //   - otelhttp, with s.Telemetry's TracerProvider, MeterProvider and
 //     Propagator, never OpenTelemetry's globals: a client span and
-//     otelhttp's client instruments for every request but a watch;
+//     otelhttp's client instruments for every request but a watch and a
+//     background Lease or Event request (background.go);
 //   - the bearer token from Connection.Token (token.go);
 //   - a net/http Transport that dials s.Host.Dial, runs TLS with a clone of
 //     Connection.TLS whose ServerName defaults to Server's host, has no
@@ -114,7 +115,7 @@ func newTransport(s *humus.Setup, c Connection) (*transport, error) {
 		otelhttp.WithTracerProvider(tel.TracerProvider),
 		otelhttp.WithMeterProvider(tel.MeterProvider),
 		otelhttp.WithPropagators(tel.Propagator),
-		otelhttp.WithFilter(func(r *http.Request) bool { return !isWatch(r) }),
+		otelhttp.WithFilter(func(r *http.Request) bool { return !isWatch(r) && !isBackground(r) }),
 	)
 	return t, nil
 }

@@ -1,0 +1,39 @@
+package kube
+
+import (
+	"context"
+	"net/http"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/trace"
+)
+
+func TestIsBackground(t *testing.T) {
+	inSpan := trace.ContextWithSpanContext(context.Background(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: trace.TraceID{1}, SpanID: trace.SpanID{1}, TraceFlags: trace.FlagsSampled,
+	}))
+	for _, tc := range []struct {
+		method, url string
+		ctx         context.Context
+		want        bool
+	}{
+		{"PUT", "https://api/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/c", context.Background(), true},
+		{"GET", "https://api/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/c", context.Background(), true},
+		{"POST", "https://api/apis/events.k8s.io/v1/namespaces/default/events", context.Background(), true},
+		{"PATCH", "https://api/apis/events.k8s.io/v1/namespaces/default/events/e.1", context.Background(), true},
+		{"GET", "https://api/apis/events.k8s.io/v1/events", context.Background(), true},
+		// In a reconcile's span, they are its children.
+		{"PUT", "https://api/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/c", inSpan, false},
+		{"POST", "https://api/apis/events.k8s.io/v1/namespaces/default/events", inSpan, false},
+		// Others are traced, with or without a span.
+		{"GET", "https://api/api/v1/namespaces/default/events", context.Background(), false},
+		{"PATCH", "https://api/apis/apps/v1/namespaces/default/deployments/d", context.Background(), false},
+		{"GET", "https://api/apis/test.example.com/v1/namespaces/leases/widgets", context.Background(), false},
+		{"GET", "https://api/apis/coordination.k8s.io/v1/namespaces/x/leasecandidates", context.Background(), false},
+	} {
+		r, err := http.NewRequestWithContext(tc.ctx, tc.method, tc.url, nil)
+		require.NoError(t, err)
+		require.Equal(t, tc.want, isBackground(r), "%s %s", tc.method, tc.url)
+	}
+}
