@@ -126,6 +126,31 @@ func TestNewProbesServesTheLastOfTwoProbesOnOnePath(t *testing.T) {
 	})
 }
 
+func TestHandlerIsServedBesideTheProbes(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := humustest.NewHost(t)
+		metrics := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			io.WriteString(w, "# the metrics\n")
+		})
+		p := health.NewProbes(&humus.Setup{Host: h.Host}, ":8081", health.Readiness(), health.Handler("/metrics", metrics))
+		humustest.TestService(t, p)
+		synctest.Wait()
+		code, body := get(t, h, "http://pod.test:8081/metrics")
+		require.Equal(t, http.StatusOK, code)
+		require.Equal(t, "# the metrics\n", body)
+		code, _ = get(t, h, "http://pod.test:8081/readyz")
+		require.Equal(t, http.StatusOK, code)
+		require.NoError(t, health.Handler("/metrics", metrics).Healthy(t.Context()))
+	})
+}
+
+func TestHandlerWithoutAHandlerOrAPathIsAZeroProbe(t *testing.T) {
+	ok := http.NotFoundHandler()
+	for _, p := range []health.Probe{health.Handler("/metrics", nil), health.Handler("metrics", ok), health.Handler("", ok)} {
+		require.Empty(t, p.Path())
+	}
+}
+
 func TestNewProbesMistakesAreServesErrorNotPanics(t *testing.T) {
 	h := humustest.NewHost(t)
 	for name, tc := range map[string]struct {
@@ -136,7 +161,7 @@ func TestNewProbesMistakesAreServesErrorNotPanics(t *testing.T) {
 			func() humus.Service {
 				return health.NewProbes(&humus.Setup{Host: h.Host}, ":8081", health.Readiness(), health.Probe{})
 			},
-			"health: NewProbes: probe 1 is a zero Probe: make it with Readiness or Liveness",
+			"health: NewProbes: probe 1 is a zero Probe: make it with Readiness, Liveness or Handler (with a handler and a path starting with /)",
 		},
 		"nil Setup":  {func() humus.Service { return health.NewProbes(nil, ":8081") }, "health: NewProbes was given a nil Setup"},
 		"nil Listen": {func() humus.Service { return health.NewProbes(&humus.Setup{}, ":8081") }, "health: NewProbes: s.Host.Listen is nil"},

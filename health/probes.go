@@ -7,6 +7,7 @@ import (
 	"io"
 	"log"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -19,6 +20,20 @@ import (
 type Probe struct {
 	path     string
 	monitors []Monitor
+	handler  http.Handler // Handler's; nil for a health report
+}
+
+// Handler returns a Probe that serves h at path in place of a health
+// report, so that an endpoint such as Prometheus' /metrics shares the
+// probes' listener: a pod then exposes one port for its kubelet and its
+// scraper. path is a net/http ServeMux pattern, such as "/metrics". Its
+// Healthy is always nil. A nil h, or a path that doesn't start with "/",
+// is a zero Probe, which NewProbes reports.
+func Handler(path string, h http.Handler) Probe {
+	if h == nil || !strings.HasPrefix(path, "/") {
+		return Probe{}
+	}
+	return Probe{path: path, handler: h}
 }
 
 // Readiness returns the Probe served at /readyz: whether the App should be
@@ -103,7 +118,7 @@ func NewProbes(s *humus.Setup, addr string, probes ...Probe) humus.Service {
 	var paths []string
 	for i, p := range probes {
 		if p.path == "" {
-			errs = append(errs, fmt.Errorf("health: NewProbes: probe %d is a zero Probe: make it with Readiness or Liveness", i))
+			errs = append(errs, fmt.Errorf("health: NewProbes: probe %d is a zero Probe: make it with Readiness, Liveness or Handler (with a handler and a path starting with /)", i))
 			continue
 		}
 		if _, ok := byPath[p.path]; !ok {
@@ -113,7 +128,11 @@ func NewProbes(s *humus.Setup, addr string, probes ...Probe) humus.Service {
 	}
 	mux := http.NewServeMux()
 	for _, path := range paths {
-		mux.Handle(path, byPath[path])
+		if p := byPath[path]; p.handler != nil {
+			mux.Handle(path, p.handler)
+		} else {
+			mux.Handle(path, p)
+		}
 	}
 	forceCtx, force := context.WithCancel(context.Background())
 	return &probeServer{
