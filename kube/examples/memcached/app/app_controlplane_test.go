@@ -6,6 +6,7 @@ import (
 	"context"
 	"io/fs"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -377,6 +379,12 @@ func testLifecycle(t *testing.T, e apptest.Env, ns string, tel *humustest.Teleme
 		waitAvailable(t, memcacheds, "cache")
 	})
 
+	t.Run("TheFirstApplyIsANormalEventOnTheMemcached", func(t *testing.T) {
+		ev := waitEvent(t, kc, ns, "cache", corev1.EventTypeNormal, "DeploymentApplied")
+		require.Equal(t, "applied Deployment cache: 2 replicas of memcached:1.6.26-alpine3.19", ev.Note)
+		require.Equal(t, m.GetUID(), ev.Regarding.UID)
+	})
+
 	t.Run("ManagedFieldsAreTheFieldManagersApplyAndApplyOnStatus", func(t *testing.T) {
 		got, err := memcacheds.Get(t.Context(), "cache", metav1.GetOptions{})
 		require.NoError(t, err)
@@ -409,6 +417,42 @@ func testLifecycle(t *testing.T, e apptest.Env, ns string, tel *humustest.Teleme
 			return apierrors.IsNotFound(err), apptest.IgnoreNotFound(err)
 		})
 	})
+
+	t.Run("AFailedReconcileIsAWarningEventOnTheMemcached", func(t *testing.T) {
+		// 64 characters make a valid Memcached name but not a label value
+		// (63 at most), so the API server refuses the Deployment's apply.
+		name := strings.Repeat("m", 64)
+		m := createMemcached(t, memcacheds, name, 1)
+		ev := waitEvent(t, kc, ns, name, corev1.EventTypeWarning, kube.ReasonReconcileFailed)
+		require.Equal(t, kube.ActionReconcile, ev.Action)
+		require.Contains(t, ev.Note, "must be no more than 63 characters")
+		require.Equal(t, app.FieldManager, ev.ReportingController)
+		require.Equal(t, "Memcached", ev.Regarding.Kind)
+		require.Equal(t, m.GetUID(), ev.Regarding.UID)
+		t.Logf("kubectl describe would show: %s %s: %s", ev.Type, ev.Reason, ev.Note)
+		deleteMemcached(t, memcacheds, name)
+	})
+}
+
+// waitEvent waits for an events.k8s.io Event in ns on the object name, of
+// type typ and reason, listed as kubectl events lists them, and returns it.
+func waitEvent(t *testing.T, kc kubernetes.Interface, ns, name, typ, reason string) eventsv1.Event {
+	t.Helper()
+	var found eventsv1.Event
+	apptest.Eventually(t, 10*time.Second, "the "+typ+" Event "+reason+" on "+name, func(ctx context.Context) (bool, error) {
+		l, err := kc.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err
+		}
+		for _, ev := range l.Items {
+			if ev.Regarding.Name == name && ev.Type == typ && ev.Reason == reason {
+				found = ev
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+	return found
 }
 
 // createMemcached creates the Memcached name of size, leaving its image to

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"fmt"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,16 +28,16 @@ type Reconciler struct{ Kube kubernetes.Interface }
 // replicas of m.Spec.Image, with a controller owner reference to m, so the
 // Deployment is garbage collected with m and a change to it reconciles m
 // again. The returned status has the Deployment's ready replicas and
-// Available True. When the apply fails, it returns the error and a status
+// Available True. The first apply of each generation of m's spec is a
+// Normal Event on m, DeploymentApplied, which kubectl describe shows; a
+// failed reconcile is a Warning Event the controller records itself. When the apply fails, it returns the error and a status
 // whose Available is Unknown with the error as its message, so the failure
 // shows in kubectl get while the controller retries.
 func (r Reconciler) Reconcile(ctx context.Context, m Object) (kube.Result[MemcachedStatus], error) {
 	labels := map[string]string{"app": "memcached", "memcached": m.Name}
 	d, err := r.Kube.AppsV1().Deployments(m.Namespace).Apply(ctx,
 		appsv1ac.Deployment(m.Name, m.Namespace).
-			WithOwnerReferences(metav1ac.OwnerReference().
-				WithAPIVersion(m.APIVersion).WithKind(m.Kind).WithName(m.Name).WithUID(m.UID).
-				WithController(true).WithBlockOwnerDeletion(true)).
+			WithOwnerReferences(Memcached.ControllerReference(m)).
 			WithSpec(appsv1ac.DeploymentSpec().
 				WithReplicas(m.Spec.Size).
 				WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
@@ -53,6 +54,10 @@ func (r Reconciler) Reconcile(ctx context.Context, m Object) (kube.Result[Memcac
 			Message: err.Error(), ObservedGeneration: m.Generation,
 		})
 		return kube.Result[MemcachedStatus]{Status: &st}, err
+	}
+	if c := meta.FindStatusCondition(st.Conditions, "Available"); c == nil || c.ObservedGeneration != m.Generation {
+		kube.RecorderFrom(ctx).Normal(m, "DeploymentApplied", "Apply",
+			fmt.Sprintf("applied Deployment %s: %d replicas of %s", d.Name, m.Spec.Size, m.Spec.Image))
 	}
 	st.ReadyReplicas = d.Status.ReadyReplicas
 	meta.SetStatusCondition(&st.Conditions, metav1.Condition{

@@ -16,11 +16,10 @@ import (
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
-// memcached is a Memcached as the controller hands it to the Reconciler.
+// memcached is a Memcached as the controller hands it to the Reconciler,
+// but for its apiVersion and kind, which the owner reference doesn't need.
 func memcached() app.Object {
 	var m app.Object
-	m.APIVersion = "cache.example.com/v1alpha1"
-	m.Kind = "Memcached"
 	m.Name = "cache"
 	m.Namespace = "default"
 	m.UID = "8e0b4d7c-0000-4000-8000-000000000001"
@@ -41,6 +40,7 @@ func TestReconcileAppliesAnOwnedDeploymentAndReportsAvailable(t *testing.T) {
 	require.Equal(t, map[string]string{"app": "memcached", "memcached": "cache"}, d.Spec.Selector.MatchLabels)
 	require.Len(t, d.OwnerReferences, 1)
 	ref := d.OwnerReferences[0]
+	require.Equal(t, "cache.example.com/v1alpha1", ref.APIVersion)
 	require.Equal(t, "Memcached", ref.Kind)
 	require.Equal(t, memcached().UID, ref.UID)
 	require.True(t, *ref.Controller)
