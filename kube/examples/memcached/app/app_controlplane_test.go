@@ -425,7 +425,7 @@ func testLifecycle(t *testing.T, e apptest.Env, ns string, tel *humustest.Teleme
 		m := createMemcached(t, memcacheds, name, 1)
 		ev := waitEvent(t, kc, ns, name, corev1.EventTypeWarning, kube.ReasonReconcileFailed)
 		require.Equal(t, kube.ActionReconcile, ev.Action)
-		require.Contains(t, ev.Note, "must be no more than 63 characters")
+		require.Contains(t, ev.Note, "must be no more than 63")
 		require.Equal(t, app.FieldManager, ev.ReportingController)
 		require.Equal(t, "Memcached", ev.Regarding.Kind)
 		require.Equal(t, m.GetUID(), ev.Regarding.UID)
