@@ -10,7 +10,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -222,7 +221,7 @@ func (c *Controller) recordFailure(lister cache.Indexer, key string, err error, 
 	if lookupErr != nil || !exists {
 		return
 	}
-	u, ok := item.(*unstructured.Unstructured)
+	obj, ok := item.(metav1.Object)
 	if !ok {
 		return
 	}
@@ -230,5 +229,5 @@ func (c *Controller) recordFailure(lister cache.Indexer, key string, err error, 
 	if panicked {
 		reason = ReasonReconcilePanicked
 	}
-	r.Warning(u, reason, ActionReconcile, err.Error())
+	r.Warning(obj, reason, ActionReconcile, err.Error())
 }
