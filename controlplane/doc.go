@@ -15,4 +15,11 @@
 // Processes are started in their own process groups with a parent-death
 // signal (Linux), so they are killed with their parent; they are also killed
 // when the context given to Start is done, and by [Cluster.Stop].
+//
+// A test causes faults by name, without process ids: [Cluster.Kill] and
+// [Cluster.Restart] (the same port, PKI and etcd data, so clients
+// reconnect) of the API server, etcd or the controller manager, and
+// [Cluster.Pause] and [Cluster.Continue] (SIGSTOP and SIGCONT, etcd frozen).
+// [StartProcess] starts a process of the test's own, such as an App run as
+// a subprocess, as a [Process] it can signal, pause, continue or kill.
 package controlplane

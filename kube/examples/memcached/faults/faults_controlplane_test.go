@@ -76,7 +76,7 @@ func TestFaults(t *testing.T) {
 			}
 		}
 		t.Logf("replica-0 started %d reconciles, replica-1 %d", r0.count("reconcile-start", ""), r1.count("reconcile-start", ""))
-		r1.proc.Signal(syscall.SIGTERM)
+		require.NoError(t, r1.proc.Signal(syscall.SIGTERM))
 		require.Equal(t, 0, r1.waitExit(t, 30*time.Second))
 	})
 
@@ -108,7 +108,7 @@ func TestFaults(t *testing.T) {
 		holder, err := e.Holder(t.Context(), ns, lease)
 		require.NoError(t, err)
 		require.Equal(t, "replica-0", holder)
-		r0.proc.Signal(syscall.SIGTERM)
+		require.NoError(t, r0.proc.Signal(syscall.SIGTERM))
 		require.Equal(t, 0, r0.waitExit(t, 30*time.Second))
 	})
 
@@ -135,7 +135,7 @@ func TestFaults(t *testing.T) {
 		resize(t, e, ns, before[0], 3)
 		r1 := startReplica(t, e, ns, "replica-1", fast)
 		waitConverged(t, e, ns, append(before, during...))
-		r1.proc.Signal(syscall.SIGTERM)
+		require.NoError(t, r1.proc.Signal(syscall.SIGTERM))
 		require.Equal(t, 0, r1.waitExit(t, 30*time.Second))
 	})
 
@@ -161,7 +161,7 @@ func TestFaults(t *testing.T) {
 		holder, err := e.Holder(t.Context(), ns, lease)
 		require.NoError(t, err)
 		require.Equal(t, "replica-0", holder)
-		r0.proc.Signal(syscall.SIGTERM)
+		require.NoError(t, r0.proc.Signal(syscall.SIGTERM))
 		require.Equal(t, 0, r0.waitExit(t, 30*time.Second))
 	})
 
@@ -187,7 +187,7 @@ func TestFaults(t *testing.T) {
 		resize(t, e, ns, before[0], 3)
 		r1 := startReplica(t, e, ns, "replica-1", fast)
 		waitConverged(t, e, ns, append(before, during...))
-		r1.proc.Signal(syscall.SIGTERM)
+		require.NoError(t, r1.proc.Signal(syscall.SIGTERM))
 		require.Equal(t, 0, r1.waitExit(t, 30*time.Second))
 	})
 
@@ -238,7 +238,7 @@ func TestFaults(t *testing.T) {
 		r1 := startReplica(t, e, ns, "replica-1", fast)
 		waitConvergedWithin(t, e, ns, names, 3*time.Minute)
 		t.Logf("replica-1 converged the backlog of %d in %v, in %d reconciles", backlog, time.Since(start).Round(time.Millisecond), r1.count("reconcile-start", ""))
-		r1.proc.Signal(syscall.SIGTERM)
+		require.NoError(t, r1.proc.Signal(syscall.SIGTERM))
 		require.Equal(t, 0, r1.waitExit(t, 30*time.Second))
 	})
 
@@ -348,7 +348,7 @@ func TestFaults(t *testing.T) {
 		}
 		t.Logf("%d Memcacheds, %d deleted (%d finalized twice, in flight at the SIGKILL); reconciles by replica: %d, %d, %d, %d",
 			churn, len(deleted), twice, all[0].count("reconcile-start", ""), all[1].count("reconcile-start", ""), all[2].count("reconcile-start", ""), all[3].count("reconcile-start", ""))
-		standby.proc.Signal(syscall.SIGTERM)
+		require.NoError(t, standby.proc.Signal(syscall.SIGTERM))
 		require.Equal(t, 0, standby.waitExit(t, 30*time.Second))
 	})
 
