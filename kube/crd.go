@@ -72,6 +72,18 @@ import (
 // nullable field's CEL Validation isn't run on a null, as the API server
 // skips null values.
 //
+// A struct of Kubernetes' own API (k8s.io/api's core, apps, batch,
+// networking, policy, rbac, autoscaling/v2 and storage, and apimachinery's
+// meta/v1), such as a corev1.PodTemplateSpec, Container or
+// metav1.LabelSelector, has more: what the API server's own OpenAPI schema
+// of the release of k8s.io/api in go.mod says of it, from a table in kube.
+// Its fields have their descriptions, list types and list-map keys (a pod's
+// containers merge by name under server-side apply), map types (a
+// LabelSelector is atomic), formats, enums and +default values, and are
+// required as the API server requires them, whatever their json tags say;
+// a field it requires isn't nullable. Rules on these types and their fields
+// apply on top.
+//
 // A metav1.ObjectMeta below the root, as in a pod template, keeps every
 // field it is given: with a bare type: object, the API server would prune
 // its labels and annotations, and refuse them under fieldValidation=Strict.

@@ -43,6 +43,7 @@ func TestCRDsAgainstTheAPIServer(t *testing.T) {
 	t.Run("Quoted", func(t *testing.T) { testQuotedOnServer(t, a) })
 	t.Run("Nulls", func(t *testing.T) { testNullsOnServer(t, a) })
 	t.Run("Constraints", func(t *testing.T) { testConstraintsOnServer(t, a) })
+	t.Run("EmbeddedKubernetesTypes", func(t *testing.T) { testEmbeddedKubernetesTypesOnServer(t, a, cfg) })
 }
 
 type apiServer struct {

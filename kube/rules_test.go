@@ -355,7 +355,11 @@ func TestRulesOnStatusAndConditions(t *testing.T) {
 	require.Equal(t, []string{"type"}, conditions.XListMapKeys)
 	item := conditions.Items.Schema
 	require.Equal(t, []string{"type", "status", "lastTransitionTime", "reason", "message"}, item.Required)
-	require.Equal(t, apiextensionsv1.JSONSchemaProps{Type: "string", Format: "date-time"}, item.Properties["lastTransitionTime"])
+	ltt := item.Properties["lastTransitionTime"]
+	require.Equal(t, "string", ltt.Type)
+	require.Equal(t, "date-time", ltt.Format)
+	require.False(t, ltt.Nullable)
+	require.Contains(t, ltt.Description, "lastTransitionTime is the last time the condition transitioned", "metav1.Condition's own description, from the API server's schema")
 	_ = metav1.Condition{}
 }
 

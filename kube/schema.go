@@ -41,6 +41,7 @@ type reflector struct {
 	visiting map[reflect.Type]bool
 	reported map[string]bool
 	errs     []error
+	upstream upstreamTable
 }
 
 func newReflector(rules []TypeRules) *reflector {
@@ -351,6 +352,7 @@ func (b *reflector) leave(t reflect.Type) { delete(b.visiting, t) }
 func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSchemaProps {
 	fields, inlined := jsonFields(t)
 	s := apiextensionsv1.JSONSchemaProps{Type: "object"}
+	b.upstreamObject(t, &s)
 	if len(fields) > 0 {
 		s.Properties = make(map[string]apiextensionsv1.JSONSchemaProps, len(fields))
 	}
@@ -402,8 +404,15 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 			p = b.schema(ft, fpath)
 		}
 		required := !f.omit && !f.viaPointer
+		// A field of Kubernetes' own types has what the API server's schema
+		// says of it, and is required as it says, and then isn't nullable,
+		// so that a null doesn't pass for a field the API server requires.
+		upRequired, up := b.upstreamField(t, owner[len(owner)-1], f.name, &p)
+		if up {
+			required = upRequired
+		}
 		defaulted, nullable := false, false
-		constrained := b.constrained(ft)
+		constrained := b.constrained(ft) || upRequired
 		for _, ra := range frs {
 			fr := ra.fr
 			if fr.defaulted {

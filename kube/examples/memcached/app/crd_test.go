@@ -6,7 +6,6 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	"sigs.k8s.io/yaml"
 
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
@@ -18,9 +17,7 @@ var update = flag.Bool("update", false, "rewrite the golden CRD")
 // Rules that isn't in the YAML fails here. go test -run TestMemcachedCRD
 // -update rewrites the file.
 func TestMemcachedCRD(t *testing.T) {
-	crd, err := app.Memcached.CRD()
-	require.NoError(t, err)
-	got, err := yaml.Marshal(crd)
+	got, err := app.Memcached.CRDYAML()
 	require.NoError(t, err)
 	const golden = "../deploy/crds/memcacheds.cache.example.com.yaml"
 	if *update {

@@ -1,0 +1,112 @@
+package kube
+
+//go:generate go run ./internal/cmd/upstreamgen
+
+import (
+	"reflect"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/z5labs/humus/kube/internal/upstream"
+)
+
+// upstreamTable is the API server's own schema of Kubernetes' types
+// (package upstream), which a reflector loads when it first meets a type
+// from k8s.io.
+type upstreamTable struct {
+	loaded bool
+	types  map[string]upstream.Type
+}
+
+// upstreamType is the API server's own schema of struct type t, or nil when
+// t isn't one of Kubernetes' types in the table.
+func (b *reflector) upstreamType(t reflect.Type) *upstream.Type {
+	name := upstream.Name(t.PkgPath(), t.Name())
+	if name == "" {
+		return nil
+	}
+	if !b.upstream.loaded {
+		b.upstream.loaded = true
+		types, err := upstream.Table()
+		if err != nil {
+			b.errs = append(b.errs, err)
+		}
+		b.upstream.types = types
+	}
+	u, ok := b.upstream.types[name]
+	if !ok {
+		return nil
+	}
+	return &u
+}
+
+// upstreamObject gives s, the schema of struct type t, t's description and
+// map type as the API server has them, when t is one of Kubernetes' types:
+// x-kubernetes-map-type atomic on a struct such as metav1.LabelSelector
+// makes server-side apply replace it whole.
+func (b *reflector) upstreamObject(t reflect.Type, s *apiextensionsv1.JSONSchemaProps) {
+	u := b.upstreamType(t)
+	if u == nil {
+		return
+	}
+	s.Description = u.Description
+	if u.MapType != "" {
+		s.XMapType = ptrTo(u.MapType)
+	}
+}
+
+// upstreamField gives p, the schema of the field named name of struct type
+// t, what the API server's own schema has for it, when t is one of
+// Kubernetes' types, or else when owner, the struct embedded in t that the
+// field is promoted from, is: its description, format, enum, +default value,
+// list type and list-map keys, and map type. t comes first, as a type that
+// inlines another (EphemeralContainer inlines EphemeralContainerCommon) is
+// described with the fields it inlines; owner is for a user's type that
+// embeds one of Kubernetes' (a metav1.Condition). ok reports whether it
+// did; required is then whether the API server requires the field,
+// whatever its json tag says.
+func (b *reflector) upstreamField(t, owner reflect.Type, name string, p *apiextensionsv1.JSONSchemaProps) (required, ok bool) {
+	var u *upstream.Type
+	var up upstream.Property
+	for _, typ := range []reflect.Type{t, owner} {
+		if u = b.upstreamType(typ); u == nil {
+			continue
+		}
+		if up, ok = u.Properties[name]; ok {
+			break
+		}
+	}
+	if !ok {
+		return false, false
+	}
+	if up.Description != "" {
+		p.Description = up.Description
+	}
+	if up.Format != "" && (p.Type == "string" || p.Type == "integer" || p.Type == "number") {
+		p.Format = up.Format
+	}
+	if len(up.Enum) > 0 {
+		p.Enum = make([]apiextensionsv1.JSON, len(up.Enum))
+		for i, v := range up.Enum {
+			p.Enum[i] = apiextensionsv1.JSON{Raw: append([]byte(nil), v...)}
+		}
+	}
+	if len(up.Default) > 0 {
+		p.Default = &apiextensionsv1.JSON{Raw: append([]byte(nil), up.Default...)}
+	}
+	if up.ListType != "" {
+		p.XListType = ptrTo(up.ListType)
+	}
+	if len(up.ListMapKeys) > 0 {
+		p.XListMapKeys = append([]string(nil), up.ListMapKeys...)
+	}
+	if up.MapType != "" {
+		p.XMapType = ptrTo(up.MapType)
+	}
+	for _, r := range u.Required {
+		if r == name {
+			return true, true
+		}
+	}
+	return false, true
+}
