@@ -62,7 +62,7 @@ func main() {
 
 func run() error {
 	var (
-		ns         = flag.String("n", "10,100", "object counts to run, comma separated (the issue's: 100,1000,5000)")
+		ns         = flag.String("n", "10,100", "object counts to run, comma separated (the issue's: 100,1000,5000; 10000 runs too, with a -timeout of 30m or more)")
 		ws         = flag.String("w", "1,4", "worker counts to run, comma separated (the issue's: 1,4,16)")
 		peers      = flag.String("peers", strings.Join([]string{peerKube, peerCR, peerFloor}, ","), "peers to run")
 		smoke      = flag.Bool("smoke", false, "a tiny run, N=10 and W=1 with a 5s resync, to keep the benchmark working")
@@ -70,7 +70,7 @@ func run() error {
 		timeout    = flag.Duration("timeout", 15*time.Minute, "the limit of each run (one peer at one N and W)")
 		resync     = flag.Duration("resync", 0, "the peers' resync; 0 is 20s + 20ms an object")
 		quiet      = flag.Duration("settle", 3*time.Second, "how long the requests must stay unchanged after convergence before the steady window")
-		noSteady   = flag.Bool("no-steady", false, "skip the steady-state window")
+		noSteady   = flag.Bool("no-steady", false, "skip the steady-state window (the tail after convergence, until the requests settle, is still counted)")
 		kubeconfig = flag.String("kubeconfig", "", "run against this existing cluster instead of a fresh control plane per run")
 		binDir     = flag.String("bindir", "", "the control plane's binaries (default: controlplane.DefaultBinDir, built if missing)")
 		peerDir    = flag.String("peer-bin", "", "a directory with prebuilt kubepeer, crpeer and floor binaries (default: built now)")

@@ -235,19 +235,23 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 	}
 	c.logf("%s N=%d W=%d: converged in %.2fs, %.0f requests", r.Peer, r.Objects, r.Workers, r.ConvergeSeconds, r.RequestTotal)
 
-	if r.Peer == peerFloor || c.skipSteady {
+	if r.Peer == peerFloor {
 		return nil
 	}
 
-	// Steady state: let the reconciles that convergence caused settle, then
-	// count what the peer does in a window that spans its first resync.
-	st := &Steady{ResyncSeconds: resync.Seconds()}
+	// Let the reconciles that convergence caused settle (the tail), then,
+	// unless skipped, count what the peer does in a steady window that
+	// spans its first resync.
 	settled, err := settle(ctx, kc, c.settle, 2*time.Minute)
 	if err != nil {
 		return err
 	}
 	r.SettleRequests = settled.sub(after)
 	r.SettleTotal, r.SettleWrites = r.SettleRequests.total(), r.SettleRequests.writes()
+	if c.skipSteady {
+		return nil
+	}
+	st := &Steady{ResyncSeconds: resync.Seconds()}
 	start := time.Now()
 	// The window ends once a whole pass has been seen (an apply of every
 	// object's Deployment, which both peers make on every reconcile) and
