@@ -129,6 +129,22 @@ func TestHostEnvFilesAndStderr(t *testing.T) {
 	require.Equal(t, "oops", h.StderrString())
 }
 
+func TestTelemetryMetricFindsAnInstrumentByScopeAndName(t *testing.T) {
+	tel := humustest.NewTelemetry(t)
+	for scope, n := range map[string]int64{"a": 1, "b": 2} {
+		counter, err := tel.MeterProvider.Meter(scope).Int64Counter("humus.test.count")
+		require.NoError(t, err)
+		counter.Add(t.Context(), n)
+	}
+	m, ok := tel.Metric("b", "humus.test.count")
+	require.True(t, ok)
+	require.Equal(t, int64(2), m.Data.(metricdata.Sum[int64]).DataPoints[0].Value, "b's, not a's")
+	_, ok = tel.Metric("b", "humus.test.other")
+	require.False(t, ok)
+	_, ok = tel.Metric("c", "humus.test.count")
+	require.False(t, ok)
+}
+
 func TestTelemetryKeepsSpansMetricsAndRecords(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		tel := humustest.NewTelemetry(t)

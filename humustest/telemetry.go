@@ -91,6 +91,25 @@ func (t *Telemetry) Metrics() metricdata.ResourceMetrics {
 	return rm
 }
 
+// Metric collects every instrument's data now, as Metrics does, and
+// returns that of the instrument named name from the meter named scope,
+// such as "github.com/z5labs/humus/kube", and whether there is one. An
+// instrument that has recorded nothing yet isn't there.
+func (t *Telemetry) Metric(scope, name string) (metricdata.Metrics, bool) {
+	t.t.Helper()
+	for _, sm := range t.Metrics().ScopeMetrics {
+		if sm.Scope.Name != scope {
+			continue
+		}
+		for _, m := range sm.Metrics {
+			if m.Name == name {
+				return m, true
+			}
+		}
+	}
+	return metricdata.Metrics{}, false
+}
+
 // Records returns every log record emitted so far, in order.
 func (t *Telemetry) Records() []sdklog.Record {
 	return t.records.all()

@@ -20,32 +20,6 @@ import (
 
 const widgetFinalizer = "test.example.com/cleanup"
 
-// counter counts calls by object name.
-type counter struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (c *counter) add(name string) int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.n == nil {
-		c.n = map[string]int{}
-	}
-	c.n[name]++
-	return c.n[name]
-}
-
-func (c *counter) get() map[string]int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := map[string]int{}
-	for k, v := range c.n {
-		out[k] = v
-	}
-	return out
-}
-
 func TestFinalizerIsAddedBeforeTheFirstReconcileAndRunsInPlaceOfIt(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, newWidget("w1", 1))
@@ -93,18 +67,14 @@ func TestFinalizerErrorRetriesWithBackoff(t *testing.T) {
 		f.markDeleted(t, widgetGVR, testNamespace, "w1")
 		settings := testSettings()
 		settings.RetryBaseDelay = time.Second
-		var mu sync.Mutex
-		var at []time.Time
+		var finalizes times
 		c := newWidgetController(t, f, humus.Telemetry{}, settings,
 			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
 				t.Error("a deleting object is not reconciled")
 				return Result[widgetStatus]{}, nil
 			}),
 			Finalize(widgetFinalizer, func(ctx context.Context, w widget) error {
-				mu.Lock()
-				defer mu.Unlock()
-				at = append(at, time.Now())
-				if len(at) < 3 {
+				if finalizes.add() < 3 {
 					return errors.New("the cloud is down")
 				}
 				return nil
@@ -114,11 +84,10 @@ func TestFinalizerErrorRetriesWithBackoff(t *testing.T) {
 		time.Sleep(10 * time.Second)
 		synctest.Wait()
 
-		mu.Lock()
+		at := finalizes.get()
 		require.Len(t, at, 3)
 		require.Equal(t, time.Second, at[1].Sub(at[0]))
 		require.Equal(t, 2*time.Second, at[2].Sub(at[1]))
-		mu.Unlock()
 		require.False(t, f.exists(widgetGVR, testNamespace, "w1"))
 		require.NoError(t, s.stop(t))
 	})

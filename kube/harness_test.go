@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	"go.opentelemetry.io/otel/attribute"
 	sdklog "go.opentelemetry.io/otel/sdk/log"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -281,23 +281,6 @@ func holder(l *coordinationv1.Lease) string {
 	return *l.Spec.HolderIdentity
 }
 
-// metricNamed returns the instrument named name from the controller's
-// scope, as tel collects it now.
-func metricNamed(t testing.TB, tel *humustest.Telemetry, name string) (metricdata.Metrics, bool) {
-	t.Helper()
-	for _, sm := range tel.Metrics().ScopeMetrics {
-		if sm.Scope.Name != controllerScope {
-			continue
-		}
-		for _, m := range sm.Metrics {
-			if m.Name == name {
-				return m, true
-			}
-		}
-	}
-	return metricdata.Metrics{}, false
-}
-
 // recordsWithBody returns tel's log records whose body is body.
 func recordsWithBody(tel *humustest.Telemetry, body string) []sdklog.Record {
 	var out []sdklog.Record
@@ -360,4 +343,52 @@ func attrs(rec sdklog.Record) map[string]string {
 		return true
 	})
 	return out
+}
+
+// counter counts calls by object name.
+type counter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *counter) add(name string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[name]++
+	return c.n[name]
+}
+
+func (c *counter) get() map[string]int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := map[string]int{}
+	for k, v := range c.n {
+		out[k] = v
+	}
+	return out
+}
+
+// times records when something happened, such as each reconcile of an
+// object, by synctest's clock.
+type times struct {
+	mu sync.Mutex
+	at []time.Time
+}
+
+// add records that it happened now, and returns how many times it has.
+func (ts *times) add() int {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	ts.at = append(ts.at, time.Now())
+	return len(ts.at)
+}
+
+// get returns when it happened, in order.
+func (ts *times) get() []time.Time {
+	ts.mu.Lock()
+	defer ts.mu.Unlock()
+	return append([]time.Time(nil), ts.at...)
 }

@@ -44,18 +44,15 @@ func TestKindControllerWithOwnsAndFinalize(t *testing.T) {
 		const finalizer = "example.com/default-deny"
 		var mu sync.Mutex
 		var got []corev1.Namespace
-		var at []time.Time
+		var teamA times // team-a's reconciles
 		var finalized []string
 		c, err := newKindController(&humus.Setup{}, f.clients(), nil, testSettings(), namespaces(),
 			KindReconcilerFunc[corev1.Namespace](func(ctx context.Context, ns corev1.Namespace) (time.Duration, error) {
 				mu.Lock()
 				defer mu.Unlock()
 				got = append(got, ns)
-				if ns.Name == "team-a" {
-					at = append(at, time.Now())
-					if len(at) == 1 {
-						return 10 * time.Second, nil
-					}
+				if ns.Name == "team-a" && teamA.add() == 1 {
+					return 10 * time.Second, nil
 				}
 				return 0, nil
 			}),
@@ -95,10 +92,9 @@ func TestKindControllerWithOwnsAndFinalize(t *testing.T) {
 		// after reconciles the object again.
 		time.Sleep(11 * time.Second)
 		synctest.Wait()
-		mu.Lock()
+		at := teamA.get()
 		require.GreaterOrEqual(t, len(at), 2)
 		require.Equal(t, 10*time.Second, at[len(at)-1].Sub(at[0]))
-		mu.Unlock()
 
 		// A change to a resource it owns reconciles the owner, a cluster-
 		// scoped Namespace owning a namespaced ConfigMap; one that another

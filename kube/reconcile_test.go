@@ -50,13 +50,10 @@ func TestNewObjectIsReconciledOnceAndSettles(t *testing.T) {
 func TestAfterReconcilesAgain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, newWidget("w1", 3))
-		var mu sync.Mutex
-		var at []time.Time
+		var reconciles times
 		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
 			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
-				mu.Lock()
-				at = append(at, time.Now())
-				mu.Unlock()
+				reconciles.add()
 				return Result[widgetStatus]{After: 30 * time.Second}, nil
 			}))
 		s := serve(t, c)
@@ -65,8 +62,7 @@ func TestAfterReconcilesAgain(t *testing.T) {
 		time.Sleep(95 * time.Second)
 		synctest.Wait()
 
-		mu.Lock()
-		defer mu.Unlock()
+		at := reconciles.get()
 		require.Len(t, at, 4, "at once, then after 30s, 60s and 90s")
 		for i := 1; i < len(at); i++ {
 			require.Equal(t, 30*time.Second, at[i].Sub(at[i-1]))
@@ -122,13 +118,10 @@ func TestFailedReconcileBacksOffDoubling(t *testing.T) {
 		settings := testSettings()
 		settings.RetryBaseDelay = time.Second
 		settings.RetryMaxDelay = 8 * time.Second
-		var mu sync.Mutex
-		var at []time.Time
+		var reconciles times
 		c := newWidgetController(t, f, humus.Telemetry{}, settings,
 			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
-				mu.Lock()
-				at = append(at, time.Now())
-				mu.Unlock()
+				reconciles.add()
 				return Result[widgetStatus]{}, errors.New("not yet")
 			}))
 		s := serve(t, c)
@@ -136,12 +129,11 @@ func TestFailedReconcileBacksOffDoubling(t *testing.T) {
 		time.Sleep(40 * time.Second)
 		synctest.Wait()
 
-		mu.Lock()
+		at := reconciles.get()
 		var gaps []time.Duration
 		for i := 1; i < len(at); i++ {
 			gaps = append(gaps, at[i].Sub(at[i-1]))
 		}
-		mu.Unlock()
 		require.GreaterOrEqual(t, len(gaps), 6)
 		require.Equal(t, []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 8 * time.Second}, gaps[:5],
 			"from RetryBaseDelay, doubling to RetryMaxDelay")

@@ -80,15 +80,11 @@ func TestFinalizeRecordsThatItRan(t *testing.T) {
 	require.Len(t, records, 1)
 	require.Equal(t, "memcached finalized", records[0].Body().AsString())
 
+	m, ok := tel.Metric("github.com/z5labs/humus/kube/examples/memcached/app", "memcached.finalizations")
+	require.True(t, ok)
 	var count int64
-	for _, sm := range tel.Metrics().ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name == "memcached.finalizations" {
-				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-					count += dp.Value
-				}
-			}
-		}
+	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+		count += dp.Value
 	}
 	require.Equal(t, int64(1), count)
 }
