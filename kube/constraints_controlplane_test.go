@@ -128,3 +128,45 @@ func testConstraintsOnServer(t *testing.T, a apiServer) {
 		t.Log(err)
 	})
 }
+
+// testColumnsOnServer shows what kubectl get shows of an object: its
+// printer columns, as the API server makes a table of them, and that the
+// short name and the category find the resource.
+func testColumnsOnServer(t *testing.T, a apiServer) {
+	r := memcachedWithColumns()
+	r.Group = "columns.example.com"
+	crd, err := r.CRD()
+	require.NoError(t, err)
+	a.install(t, crd)
+	apiVersion := r.Group + "/" + r.Version
+	_, err = a.create(t, r.GVR(), object("Memcached", apiVersion, "cols", map[string]any{"size": 2}))
+	require.NoError(t, err)
+	status := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": apiVersion, "kind": "Memcached", "metadata": map[string]any{"name": "cols"},
+		"status": map[string]any{"conditions": []any{map[string]any{
+			"type": "Available", "status": "True", "reason": "Ready", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z",
+		}}},
+	}}
+	_, err = a.dyn.Resource(r.GVR()).Namespace("default").ApplyStatus(t.Context(), "cols", status, metav1.ApplyOptions{FieldManager: "test"})
+	require.NoError(t, err)
+
+	var table metav1.Table
+	err = a.ext.ApiextensionsV1().RESTClient().Get().
+		AbsPath("/apis", r.Group, r.Version, "namespaces", "default", r.Plural).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").
+		Do(t.Context()).Into(&table)
+	require.NoError(t, err)
+	var names []string
+	for _, c := range table.ColumnDefinitions {
+		names = append(names, c.Name)
+	}
+	require.Equal(t, []string{"Name", "Ready", "Size", "Image", "Age"}, names)
+	require.Len(t, table.Rows, 1)
+	require.Equal(t, []any{"cols", "True", int64(2), "memcached:1.6.26-alpine3.19"}, table.Rows[0].Cells[:4])
+
+	got, err := a.ext.ApiextensionsV1().CustomResourceDefinitions().Get(t.Context(), crd.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"mc"}, got.Status.AcceptedNames.ShortNames)
+	require.Equal(t, []string{"all", "caches"}, got.Status.AcceptedNames.Categories)
+	require.Equal(t, "memcache", got.Status.AcceptedNames.Singular)
+}

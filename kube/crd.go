@@ -3,6 +3,7 @@ package kube
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -14,8 +15,9 @@ import (
 // and stored, with the status subresource, and a schema reflected from Spec
 // and Status and constrained by Rules.
 //
-// The CRD is named <Plural>.<Group>. Its singular name is Kind in lower
-// case, and its list kind is Kind with List after it. The schema's root has
+// The CRD is named <Plural>.<Group>. Its singular name is Singular, or
+// Kind in lower case, its list kind is Kind with List after it, and it has
+// the ShortNames, Categories and printer Columns given. The schema's root has
 // apiVersion and kind (strings), metadata (an object, which the API server
 // fills in), a required spec, and status.
 //
@@ -91,8 +93,10 @@ import (
 // It returns one error that names every mistake it finds, joined with
 // errors.Join: a missing or malformed Group, Version, Kind or Plural (as the
 // API server checks them, with the list kind KindList, the name
-// <Plural>.<Group>, and no group under k8s.io or kubernetes.io), a Scope
-// that is neither Namespaced nor Cluster;
+// <Plural>.<Group>, and no group under k8s.io or kubernetes.io), a
+// malformed Singular, short name or category, a Scope that is neither
+// Namespaced nor Cluster; a Column that names no field of the Object, and
+// two Columns of one name;
 // a type that implements json.Marshaler and has no Schema, or an interface,
 // unless its field has PreserveUnknownFields; a map whose keys
 // encoding/json can't encode, a channel or a function; a type that
@@ -110,8 +114,13 @@ func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition
 
 	spec := b.schema(reflect.TypeFor[Spec](), "spec")
 	status := b.schema(reflect.TypeFor[Status](), "status")
+	columns := r.columns(b)
 	if err := b.finish(); err != nil {
 		return nil, err
+	}
+	singular := r.Singular
+	if singular == "" {
+		singular = strings.ToLower(r.Kind)
 	}
 
 	return &apiextensionsv1.CustomResourceDefinition{
@@ -123,10 +132,12 @@ func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
 			Group: r.Group,
 			Names: apiextensionsv1.CustomResourceDefinitionNames{
-				Plural:   r.Plural,
-				Singular: strings.ToLower(r.Kind),
-				Kind:     r.Kind,
-				ListKind: r.Kind + "List",
+				Plural:     r.Plural,
+				Singular:   singular,
+				ShortNames: slices.Clone(r.ShortNames),
+				Kind:       r.Kind,
+				ListKind:   r.Kind + "List",
+				Categories: slices.Clone(r.Categories),
 			},
 			Scope: apiextensionsv1.ResourceScope(r.Scope),
 			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
@@ -149,9 +160,32 @@ func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition
 				Subresources: &apiextensionsv1.CustomResourceSubresources{
 					Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
 				},
+				AdditionalPrinterColumns: columns,
 			}},
 		},
 	}, nil
+}
+
+// columns are the Resource's printer columns, and their errors, added to
+// b's.
+func (r Resource[Spec, Status]) columns(b *reflector) []apiextensionsv1.CustomResourceColumnDefinition {
+	obj := reflect.TypeFor[Object[Spec, Status]]()
+	var out []apiextensionsv1.CustomResourceColumnDefinition
+	for i, c := range r.Columns {
+		switch {
+		case c.obj == nil:
+			b.errs = append(b.errs, fmt.Errorf("kube: Resource.Columns[%d] is a zero Column: make the columns with kube.Columns", i))
+		case c.err != nil:
+			b.errs = append(b.errs, c.err)
+		case c.obj != obj:
+			b.errs = append(b.errs, fmt.Errorf("kube: Resource.Columns[%d] %q names a field of a %s, not of the resource's %s: give Columns a *%s", i, c.col.Name, c.obj, obj, obj))
+		case slices.ContainsFunc(out, func(o apiextensionsv1.CustomResourceColumnDefinition) bool { return o.Name == c.col.Name }):
+			b.errs = append(b.errs, fmt.Errorf("kube: Resource.Columns[%d]: two columns are named %q", i, c.col.Name))
+		default:
+			out = append(out, c.col)
+		}
+	}
+	return out
 }
 
 // checkNames reports a missing or malformed Group, Version, Kind or
@@ -179,6 +213,21 @@ func (r Resource[Spec, Status]) checkNames() []error {
 	check("Version", r.Version, "v1alpha1", validation.IsDNS1035Label(r.Version))
 	check("Kind", r.Kind, "Memcached", validation.IsDNS1035Label(strings.ToLower(r.Kind)))
 	check("Plural", r.Plural, "memcacheds", validation.IsDNS1035Label(r.Plural))
+	if r.Singular != "" {
+		for _, p := range validation.IsDNS1035Label(r.Singular) {
+			errs = append(errs, fmt.Errorf("kube: Resource.Singular %q: %s", r.Singular, p))
+		}
+	}
+	for i, n := range r.ShortNames {
+		for _, p := range validation.IsDNS1035Label(n) {
+			errs = append(errs, fmt.Errorf("kube: Resource.ShortNames[%d] %q: %s", i, n, p))
+		}
+	}
+	for i, n := range r.Categories {
+		for _, p := range validation.IsDNS1035Label(n) {
+			errs = append(errs, fmt.Errorf("kube: Resource.Categories[%d] %q: %s", i, n, p))
+		}
+	}
 	if r.Group != "" && isProtectedGroup(r.Group) {
 		errs = append(errs, fmt.Errorf("kube: Resource.Group %q: a group under k8s.io or kubernetes.io is Kubernetes' own, and the API server accepts its CRD only with an api-approved.kubernetes.io annotation, which CRD doesn't set", r.Group))
 	}

@@ -44,6 +44,7 @@ func TestCRDsAgainstTheAPIServer(t *testing.T) {
 	t.Run("Nulls", func(t *testing.T) { testNullsOnServer(t, a) })
 	t.Run("Constraints", func(t *testing.T) { testConstraintsOnServer(t, a) })
 	t.Run("EmbeddedKubernetesTypes", func(t *testing.T) { testEmbeddedKubernetesTypesOnServer(t, a, cfg) })
+	t.Run("Columns", func(t *testing.T) { testColumnsOnServer(t, a) })
 }
 
 type apiServer struct {

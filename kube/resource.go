@@ -26,6 +26,21 @@ type Resource[Spec, Status any] struct {
 	// Rules constrain the fields of Spec, of Status, and of the types they
 	// hold.
 	Rules []TypeRules
+
+	// Singular is the resource's singular name, which kubectl accepts, such
+	// as memcached; by default Kind in lower case.
+	Singular string
+	// ShortNames are short names kubectl accepts, such as mc
+	// (controller-gen's +kubebuilder:resource:shortName).
+	ShortNames []string
+	// Categories are groups of resources the resource is in, such as all,
+	// which kubectl get all lists (+kubebuilder:resource:categories).
+	Categories []string
+	// Columns are what kubectl get shows for each object, besides its
+	// name, made with Columns from an Object[Spec, Status]. With none,
+	// kubectl shows the name and the age; with some, only the name and
+	// them, so give an Age column of &obj.CreationTimestamp to keep it.
+	Columns []Column
 }
 
 // GVR is the resource's group, version and plural name, such as

@@ -34,17 +34,26 @@ type MemcachedStatus struct {
 var (
 	spec   MemcachedSpec
 	status MemcachedStatus
+	object Object
 
 	// Memcached is the custom resource memcacheds.cache.example.com,
 	// version v1alpha1. Its Rules are the book's validation markers as
 	// typed values: a Size from 1 to 3, and an Image that starts with
-	// "memcached:" and defaults to memcached:1.6.26-alpine3.19.
+	// "memcached:" and defaults to memcached:1.6.26-alpine3.19. kubectl get
+	// mc shows whether each is READY (its Available condition), its SIZE
+	// and its AGE.
 	Memcached = kube.Resource[MemcachedSpec, MemcachedStatus]{
-		Group:   "cache.example.com",
-		Version: "v1alpha1",
-		Kind:    "Memcached",
-		Plural:  "memcacheds",
-		Scope:   kube.Namespaced,
+		Group:      "cache.example.com",
+		Version:    "v1alpha1",
+		Kind:       "Memcached",
+		Plural:     "memcacheds",
+		Scope:      kube.Namespaced,
+		ShortNames: []string{"mc"},
+		Columns: kube.Columns(&object,
+			kube.PrinterColumn("Ready", &object.Status.Conditions).Condition("Available"),
+			kube.PrinterColumn("Size", &object.Spec.Size),
+			kube.PrinterColumn("Age", &object.CreationTimestamp),
+		),
 		Rules: []kube.TypeRules{
 			kube.Rules(&spec,
 				kube.Field(&spec.Size).Minimum(1).Maximum(3).Description("How many memcached pods run."),
