@@ -144,14 +144,31 @@ func Run(ctx context.Context, host Host, init Init, opts ...Option) int {
 // run calls init and runs the Services; it returns the exit code before
 // Telemetry's Shutdown.
 func run(ctx context.Context, host Host, tel Telemetry, init Init, o options, signals <-chan os.Signal, report func(error)) int {
+	svcs, ok := initServices(ctx, host, tel, init, report)
+	if !ok {
+		return 1
+	}
+	serveCtx, cancelServe := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelServe()
+	g := serveAll(serveCtx, svcs, report)
+	if g.waitForStop(ctx, signals, o.drain) {
+		return g.code
+	}
+	cancelServe()
+	return g.stop(ctx, o.gracePeriod)
+}
+
+// initServices calls init, and reports whether it returned Services, none
+// of them nil; otherwise it has reported why not.
+func initServices(ctx context.Context, host Host, tel Telemetry, init Init, report func(error)) ([]Service, bool) {
 	if init == nil {
 		report(errors.New("init: the Init function is nil"))
-		return 1
+		return nil, false
 	}
 	svcs, err := safeCall(func() ([]Service, error) { return init(ctx, &Setup{Host: host, Telemetry: tel}) })
 	if err != nil {
 		report(fmt.Errorf("init: %w", err))
-		return 1
+		return nil, false
 	}
 	var nils []error
 	for i, svc := range svcs {
@@ -163,40 +180,58 @@ func run(ctx context.Context, host Host, tel Telemetry, init Init, o options, si
 		for _, err := range nils {
 			report(err)
 		}
-		return 1
+		return nil, false
 	}
+	return svcs, true
+}
 
-	serveCtx, cancelServe := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelServe()
-	type result struct {
-		i   int
-		err error
-	}
-	served := make(chan result, len(svcs))
+// served is one Service's Serve returning: its index and its error.
+type served struct {
+	i   int
+	err error
+}
+
+// serving is the Services of a running App, and the exit code so far.
+type serving struct {
+	svcs    []Service
+	served  chan served
+	running int // the Serves that have not returned
+	code    int
+	report  func(error)
+}
+
+// serveAll calls every Service's Serve with ctx, each in a goroutine of
+// its own.
+func serveAll(ctx context.Context, svcs []Service, report func(error)) *serving {
+	g := &serving{svcs: svcs, served: make(chan served, len(svcs)), running: len(svcs), report: report}
 	for i, svc := range svcs {
 		go func() {
-			_, err := safeCall(func() (struct{}, error) { return struct{}{}, svc.Serve(serveCtx) })
-			served <- result{i, err}
+			_, err := safeCall(func() (struct{}, error) { return struct{}{}, svc.Serve(ctx) })
+			g.served <- served{i, err}
 		}()
 	}
+	return g
+}
 
-	code := 0
-	running := len(svcs)
-	onServed := func(r result) {
-		running--
-		if r.err != nil {
-			report(fmt.Errorf("service %d (%T): serve: %w", r.i, svcs[r.i], r.err))
-			code = 1
-		}
+// onServed records that a Serve returned, and reports its error.
+func (g *serving) onServed(r served) {
+	g.running--
+	if r.err != nil {
+		g.report(fmt.Errorf("service %d (%T): serve: %w", r.i, g.svcs[r.i], r.err))
+		g.code = 1
 	}
+}
 
-	// Wait for the App to stop.
+// waitForStop waits for the App to stop: every Serve returned, one failed,
+// a signal arrived (then it waits up to drain more for the Serves to
+// return), or ctx is done. It reports whether every Serve has returned.
+func (g *serving) waitForStop(ctx context.Context, signals <-chan os.Signal, drain time.Duration) bool {
 	signalled := false
 wait:
-	for running > 0 {
+	for g.running > 0 {
 		select {
-		case r := <-served:
-			onServed(r)
+		case r := <-g.served:
+			g.onServed(r)
 			if r.err != nil {
 				break wait
 			}
@@ -205,24 +240,24 @@ wait:
 				signals = nil
 				continue
 			}
-			report(fmt.Errorf("received %v, stopping", sig))
+			g.report(fmt.Errorf("received %v, stopping", sig))
 			signalled = true
 			break wait
 		case <-ctx.Done():
 			break wait
 		}
 	}
-	if signalled && o.drain > 0 && running > 0 {
-		timer := time.NewTimer(o.drain)
+	if signalled && drain > 0 && g.running > 0 {
+		timer := time.NewTimer(drain)
 	drain:
-		for running > 0 {
+		for g.running > 0 {
 			select {
 			case <-timer.C:
 				break drain
 			case <-ctx.Done():
 				break drain
-			case r := <-served:
-				onServed(r)
+			case r := <-g.served:
+				g.onServed(r)
 				if r.err != nil {
 					break drain
 				}
@@ -230,17 +265,18 @@ wait:
 		}
 		timer.Stop()
 	}
-	if running == 0 {
-		return code
-	}
+	return g.running == 0
+}
 
-	// Stop every Service within the grace period.
-	cancelServe()
-	graceCtx, cancelGrace := context.WithTimeout(context.WithoutCancel(ctx), o.gracePeriod)
+// stop calls every Service's Shutdown within gracePeriod, and waits for
+// every Serve and Shutdown to return, but no longer than ForcedStopWait
+// past the grace period's end. It returns the exit code.
+func (g *serving) stop(ctx context.Context, gracePeriod time.Duration) int {
+	graceCtx, cancelGrace := context.WithTimeout(context.WithoutCancel(ctx), gracePeriod)
 	defer cancelGrace()
 	var wg sync.WaitGroup
-	shutdownErrs := make([]error, len(svcs))
-	for i, svc := range svcs {
+	shutdownErrs := make([]error, len(g.svcs))
+	for i, svc := range g.svcs {
 		wg.Go(func() {
 			_, shutdownErrs[i] = safeCall(func() (struct{}, error) { return struct{}{}, svc.Shutdown(graceCtx) })
 		})
@@ -253,27 +289,27 @@ wait:
 
 	// A Service forced when the grace period ends gets ForcedStopWait more to
 	// return.
-	waitCtx, cancelWait := context.WithTimeout(context.WithoutCancel(ctx), o.gracePeriod+ForcedStopWait)
+	waitCtx, cancelWait := context.WithTimeout(context.WithoutCancel(ctx), gracePeriod+ForcedStopWait)
 	defer cancelWait()
-	for running > 0 || shutDown != nil {
+	for g.running > 0 || shutDown != nil {
 		select {
-		case r := <-served:
-			onServed(r)
+		case r := <-g.served:
+			g.onServed(r)
 		case <-shutDown:
 			shutDown = nil
 		case <-waitCtx.Done():
-			report(fmt.Errorf("%d Serve(s) still running %v after the grace period of %v ended (Shutdowns returned: %t)",
-				running, ForcedStopWait, o.gracePeriod, shutDown == nil))
+			g.report(fmt.Errorf("%d Serve(s) still running %v after the grace period of %v ended (Shutdowns returned: %t)",
+				g.running, ForcedStopWait, gracePeriod, shutDown == nil))
 			return 1
 		}
 	}
 	for i, err := range shutdownErrs {
 		if err != nil {
-			report(fmt.Errorf("service %d (%T): shutdown: %w", i, svcs[i], err))
-			code = 1
+			g.report(fmt.Errorf("service %d (%T): shutdown: %w", i, g.svcs[i], err))
+			g.code = 1
 		}
 	}
-	return code
+	return g.code
 }
 
 // safeCall calls f, and turns a panic into an error carrying the stack.
