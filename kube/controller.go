@@ -48,7 +48,8 @@ type Result[Status any] struct {
 	After time.Duration
 }
 
-// Part is a part of a controller beyond its Reconciler: Owns or Finalize.
+// Part is a part of a controller beyond its Reconciler: Owns, Watches or
+// Finalize.
 type Part interface{ part() }
 
 // ErrLostLeadership is what Serve returns when the replica loses the Lease
@@ -65,7 +66,12 @@ type Controller struct {
 	group    string // the group an owner reference names, for Owns
 	kind     string
 	scope    Scope
-	owns     []schema.GroupVersionResource
+	owns     []informerSpec
+	watches  []watchSpec
+
+	// caches are the informers' caches a Lister reads, by resource
+	// (listers.go).
+	caches map[schema.GroupVersionResource]*cacheOf
 
 	// finalizer is Finalize's name, or "" without Finalize.
 	finalizer string
@@ -136,9 +142,10 @@ func connect(c *Client) (clients, error) {
 
 // NewController returns a Controller of r's objects, reconciled by rec. It
 // opens no connection. It returns one error naming every mistake in
-// settings, in r, as CRD reports them, and in parts: a Finalize whose
-// object type isn't Object[Spec, Status], and a cluster-scoped r with a
-// Settings.Namespace among them. It also returns an error if one of the
+// settings, in r, as CRD reports them, and in parts: a Finalize or
+// References whose object type isn't Object[Spec, Status], a label
+// selector that doesn't parse, two parts naming one resource, and a
+// cluster-scoped r with a Settings.Namespace among them. It also returns an error if one of the
 // controller's instruments can't be created from s.Telemetry.
 func NewController[Spec, Status any](s *humus.Setup, c *Client, settings Settings, r Resource[Spec, Status], rec Reconciler[Spec, Status], parts ...Part) (*Controller, error) {
 	cl, err := connect(c)
@@ -177,13 +184,15 @@ func newController[Spec, Status any](s *humus.Setup, cl clients, clErr error, se
 
 // parts is what a controller's Parts add to it, for its object type T.
 type parts[T any] struct {
-	owns          []schema.GroupVersionResource
+	owns          []informerSpec
+	watches       []watchSpec
 	finalizerName string
 	finalize      func(ctx context.Context, obj T) error // nil without Finalize
 }
 
-// collectParts sorts ps into Owns and Finalize, and returns one error
-// naming every Part that is wrong, such as a Finalize of another type.
+// collectParts sorts ps into Owns, Watches and Finalize, and returns one
+// error naming every Part that is wrong, such as a Finalize of another
+// type.
 func collectParts[T any](ps []Part) (parts[T], error) {
 	var p parts[T]
 	var errs []error
@@ -194,7 +203,14 @@ func collectParts[T any](ps []Part) (parts[T], error) {
 				errs = append(errs, fmt.Errorf("kube: part %d: %w", i, err))
 				continue
 			}
-			p.owns = append(p.owns, part.gvr)
+			p.owns = append(p.owns, part.informerSpec)
+		case watchesPart:
+			w, err := watchOf[T](part, fmt.Sprintf("humus.kube/references-%d", i))
+			if err != nil {
+				errs = append(errs, fmt.Errorf("kube: part %d: %w", i, err))
+				continue
+			}
+			p.watches = append(p.watches, w)
 		case finalizePart:
 			f, err := finalizeOf[T](part)
 			if err == nil && p.finalize != nil {
@@ -206,7 +222,7 @@ func collectParts[T any](ps []Part) (parts[T], error) {
 			}
 			p.finalizerName, p.finalize = part.name, f
 		default:
-			errs = append(errs, fmt.Errorf("kube: part %d is %T, not one that Owns or Finalize returns", i, part))
+			errs = append(errs, fmt.Errorf("kube: part %d is %T, not one that Owns, Watches or Finalize returns", i, part))
 		}
 	}
 	return p, errors.Join(errs...)
@@ -219,6 +235,8 @@ func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.Grou
 		errs = append(errs, errors.New("kube: the Setup is nil"))
 		s = &humus.Setup{}
 	}
+	caches, err := newCaches(gvr, p.owns, p.watches)
+	errs = append(errs, err)
 	tel, err := newTelemetry(s.Telemetry, settings.Name, settings.ClientGoVerbosity)
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
@@ -231,6 +249,8 @@ func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.Grou
 		kind:      kind,
 		scope:     scope,
 		owns:      p.owns,
+		watches:   p.watches,
+		caches:    caches,
 		finalizer: p.finalizerName,
 		handle:    t.handle,
 		clients:   cl,

@@ -128,6 +128,7 @@ func newFakeCluster(t testing.TB, objs ...runtime.Object) *fakeCluster {
 	listKinds := map[schema.GroupVersionResource]string{
 		widgetGVR:    "WidgetList",
 		namespaceGVR: "NamespaceList",
+		configMapGVR: "ConfigMapList",
 	}
 	f := &fakeCluster{
 		dynamic:  dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), listKinds, objs...),

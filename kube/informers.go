@@ -20,38 +20,50 @@ import (
 // built here only so that their watches are detached: see detachedWatch.
 
 // newResourceInformer is dynamicinformer.NewFilteredDynamicInformer's
-// informer of gvr in namespace ("" for all), with detached watches, whose
-// cache holds each object as a *cachedObject with its JSON.
-func newResourceInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace string, resync time.Duration) (cache.SharedIndexInformer, error) {
+// informer of gvr in namespace ("" for all) of the objects selector selects
+// ("" for all), with detached watches, whose cache holds each object as a
+// *cachedObject with its JSON. A resync of 0 never resyncs.
+func newResourceInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace, selector string, resync time.Duration) (cache.SharedIndexInformer, error) {
 	ri := client.Resource(gvr).Namespace(namespace)
-	return newInformer(client, ri.List, ri.Watch, &unstructured.Unstructured{}, compactObject,
+	return newInformer(client, ri.List, ri.Watch, selector, &unstructured.Unstructured{}, compactObject,
 		cache.SharedIndexInformerOptions{ResyncPeriod: resync, ObjectDescription: gvr.String()})
 }
 
 // newMetadataInformer is metadatainformer.NewFilteredMetadataInformer's
-// informer of gvr in namespace ("" for all), with no resync and detached
-// watches, whose cache holds each object as a *cachedObject of the
-// metadata Owns reads.
-func newMetadataInformer(client metadata.Interface, gvr schema.GroupVersionResource, namespace string) (cache.SharedIndexInformer, error) {
+// informer of gvr in namespace ("" for all) of the objects selector selects
+// ("" for all), with no resync and detached watches, whose cache holds each
+// object as transform returns it: compactMetadata for Owns, which keeps
+// only what Owns reads.
+func newMetadataInformer(client metadata.Interface, gvr schema.GroupVersionResource, namespace, selector string, transform cache.TransformFunc) (cache.SharedIndexInformer, error) {
 	ri := client.Resource(gvr).Namespace(namespace)
-	return newInformer(client, ri.List, ri.Watch, &metav1.PartialObjectMetadata{}, compactMetadata,
+	return newInformer(client, ri.List, ri.Watch, selector, &metav1.PartialObjectMetadata{}, transform,
 		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String() + " metadata"})
 }
 
 // newInformer is an informer of the objects list and start list and watch,
-// with client-go's watch-list semantics where client supports them
-// (cache.ToListWatcherWithWatchListSemantics), and detached watches, which
-// caches each object as transform returns it.
-func newInformer[L runtime.Object](client any, list func(context.Context, metav1.ListOptions) (L, error), start func(context.Context, metav1.ListOptions) (watch.Interface, error), obj runtime.Object, transform cache.TransformFunc, opts cache.SharedIndexInformerOptions) (cache.SharedIndexInformer, error) {
+// limited to those selector selects, with client-go's watch-list semantics
+// where client supports them (cache.ToListWatcherWithWatchListSemantics),
+// and detached watches, which caches each object as transform returns it.
+func newInformer[L runtime.Object](client any, list func(context.Context, metav1.ListOptions) (L, error), start func(context.Context, metav1.ListOptions) (watch.Interface, error), selector string, obj runtime.Object, transform cache.TransformFunc, opts cache.SharedIndexInformerOptions) (cache.SharedIndexInformer, error) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			o.LabelSelector = selector
 			l, err := list(ctx, o)
 			if err != nil {
 				return nil, err
 			}
 			return l, nil
 		},
-		WatchFuncWithContext: detachedWatch(start),
+		WatchFuncWithContext: detachedWatch(func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.LabelSelector = selector
+			return start(ctx, o)
+		}),
+	}
+	// An informer made with nil Indexers panics in AddIndexers, which
+	// Watches' References call: its store assigns to the nil map
+	// (client-go v0.37, tools/cache/thread_safe_store.go, addIndexers).
+	if opts.Indexers == nil {
+		opts.Indexers = cache.Indexers{}
 	}
 	inf := cache.NewSharedIndexInformerWithOptions(cache.ToListWatcherWithWatchListSemantics(lw, client), obj, opts)
 	if err := inf.SetTransform(transform); err != nil {

@@ -48,8 +48,9 @@ func (f KindReconcilerFunc[T]) Reconcile(ctx context.Context, obj T) (time.Durat
 // It returns one error naming every mistake in settings, in k and in parts:
 // a GVR without a Version or a Resource, a missing Kind, a Scope that is
 // neither, a T whose pointer isn't a metav1.Object (as every client-go
-// type's is), a cluster-scoped k with a Settings.Namespace, and a Finalize
-// whose object type isn't T among them. It also returns an error if one of
+// type's is), a cluster-scoped k with a Settings.Namespace, a Finalize or
+// References whose object type isn't T, a label selector that doesn't
+// parse, and two parts naming one resource among them. It also returns an error if one of
 // the controller's instruments can't be created from s.Telemetry.
 func NewKindController[T any](s *humus.Setup, c *Client, settings Settings, k Kind[T], rec KindReconciler[T], parts ...Part) (*Controller, error) {
 	cl, err := connect(c)

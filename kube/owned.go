@@ -13,25 +13,29 @@ import (
 // Owns reconciles an object again when a resource of gvr that it controls
 // changes: one whose controller owner reference names the object's group
 // and kind. The controller watches gvr through a metadata informer, since
-// only the owner references are read, limited to Settings.Namespace. A
+// only the owner references are read, limited to Settings.Namespace and to
+// the objects a LabelSelector option selects (every object without one). A
 // namespaced resource can name a cluster-scoped owner, such as its
 // Namespace. gvr needs a Version and a Resource; its Group is "" for the
-// core group.
-func Owns(gvr schema.GroupVersionResource) Part { return ownsPart{gvr: gvr} }
+// core group. A Lister of metav1.PartialObjectMetadata reads the cached
+// metadata. NewController and NewKindController return an error naming an
+// Owns without a Version or a Resource, with a selector that doesn't parse,
+// or given CacheObjects, which only a Watches takes.
+func Owns(gvr schema.GroupVersionResource, opts ...WatchOption) Part {
+	return ownsPart{informerSpec: newInformerSpec(gvr, opts)}
+}
 
-type ownsPart struct{ gvr schema.GroupVersionResource }
+type ownsPart struct{ informerSpec }
 
 func (ownsPart) part() {}
 
 func (p ownsPart) check() error {
-	var errs []error
-	if p.gvr.Version == "" {
-		errs = append(errs, errors.New("Owns("+p.gvr.String()+") has no Version"))
+	name := "Owns(" + p.gvr.String() + ")"
+	err := p.informerSpec.check(name)
+	if p.objects {
+		err = errors.Join(err, errors.New(name+" is given CacheObjects: an owned resource is cached as metadata, and only a Watches caches whole objects"))
 	}
-	if p.gvr.Resource == "" {
-		errs = append(errs, errors.New("Owns("+p.gvr.String()+") has no Resource"))
-	}
-	return errors.Join(errs...)
+	return err
 }
 
 // ownerHandler queues the owner of every owned resource that changes,

@@ -45,7 +45,7 @@ func (c *Controller) worker(ctx context.Context, queue workqueue.TypedRateLimiti
 // reconcile reconciles one key, steps 1 to 7 of the spec's Reconciling,
 // inside the reconcile's root span, and settles the key by its outcome.
 func (c *Controller) reconcile(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], lister cache.Indexer, key string) {
-	ctx, rec := c.tel.startReconcile(ctx, c.kind, key)
+	ctx, rec := c.tel.startReconcile(withController(ctx, c), c.kind, key)
 	ctx = c.withRecorder(ctx)
 
 	after, err := c.reconcileKey(ctx, lister, key)

@@ -18,9 +18,9 @@ import (
 //     CRD that isn't installed, ends Serve with an error naming the
 //     resource.
 //  2. It starts an informer on the resource, through the dynamic client,
-//     and one on each owned resource, through the metadata client, all
-//     limited to Settings.Namespace, with client-go's logger in their
-//     context.
+//     one on each owned resource, through the metadata client, and one on
+//     each watched resource, all limited to Settings.Namespace and their
+//     label selectors, with client-go's logger in their context.
 //  3. It waits for the caches to sync, then marks Synced healthy.
 //  4. It campaigns for the Lease named Settings.Name. Every replica keeps
 //     its caches warm and its work queue filled.
@@ -70,22 +70,31 @@ func (c *Controller) Serve(ctx context.Context) error {
 		stopInformers()
 		informers.Wait()
 	}
-	resource, err := newResourceInformer(c.clients.dynamic, c.gvr, ns, c.settings.Resync)
+	resource, err := newResourceInformer(c.clients.dynamic, c.gvr, ns, c.settings.LabelSelector, c.settings.Resync)
 	if err != nil {
 		stop()
 		return err
 	}
+	c.cache(c.gvr, resource)
 	all := []cache.SharedIndexInformer{resource}
 	handlers := []cache.ResourceEventHandler{c.objectHandler(queue)}
-	for _, gvr := range c.owns {
-		inf, err := newMetadataInformer(c.clients.metadata, gvr, ns)
+	for _, o := range c.owns {
+		inf, err := newMetadataInformer(c.clients.metadata, o.gvr, ns, o.selector, compactMetadata)
 		if err != nil {
 			stop()
 			return err
 		}
+		c.cache(o.gvr, inf)
 		all = append(all, inf)
 		handlers = append(handlers, c.ownerHandler(queue))
 	}
+	watched, watchHandlers, err := c.watchInformers(resource, queue)
+	if err != nil {
+		stop()
+		return err
+	}
+	all = append(all, watched...)
+	handlers = append(handlers, watchHandlers...)
 	var checkers []cache.DoneChecker
 	for i, inf := range all {
 		reg, err := c.watch(inf, handlers[i])

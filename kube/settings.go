@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/leaderelection"
 )
@@ -35,6 +36,14 @@ type Settings struct {
 	// Namespace limits the controller to one namespace. "" (the default)
 	// means every namespace. A cluster-scoped Resource or Kind takes only "".
 	Namespace string
+
+	// LabelSelector limits the controller to the objects of its resource
+	// whose labels it selects, in kubectl's syntax, such as
+	// "shard=a,tier!=cache": the informer lists and watches only those, so
+	// no other object is cached or reconciled. "" (the default) selects
+	// every object. It must parse (CheckLabelSelector). Owns and Watches
+	// take their own, through LabelSelector.
+	LabelSelector string
 
 	// Workers is how many objects are reconciled at once; at least 1,
 	// default 1. One object is never reconciled twice at once.
@@ -94,6 +103,13 @@ func CheckName(name string) error { return checkName("name", name) }
 // a DNS-1123 label, as Settings.Namespace must be.
 func CheckWatchNamespace(ns string) error { return checkWatchNamespace("namespace", ns) }
 
+// CheckLabelSelector returns an error unless selector parses as a label
+// selector in kubectl's syntax (apimachinery's labels.Parse), as
+// Settings.LabelSelector and LabelSelector's must; "" selects everything.
+func CheckLabelSelector(selector string) error {
+	return checkLabelSelector("label selector", selector)
+}
+
 // CheckNamespace returns an error unless ns is a DNS-1123 label, as the
 // Lease's LeaderElection.Namespace must be.
 func CheckNamespace(ns string) error { return checkNamespace("namespace", ns) }
@@ -150,6 +166,13 @@ func checkNamespace(what, ns string) error {
 	return nil
 }
 
+func checkLabelSelector(what, selector string) error {
+	if _, err := labels.Parse(selector); err != nil {
+		return fmt.Errorf("kube: %s %q doesn't parse: %w", what, selector, err)
+	}
+	return nil
+}
+
 func checkIdentity(what, id string) error {
 	if id == "" {
 		return fmt.Errorf("kube: %s is empty", what)
@@ -188,6 +211,7 @@ func (s Settings) check() error {
 	errs := []error{
 		checkName("Settings.Name", s.Name),
 		checkWatchNamespace("Settings.Namespace", s.Namespace),
+		checkLabelSelector("Settings.LabelSelector", s.LabelSelector),
 		checkWorkers("Settings.Workers", s.Workers),
 		checkPositive("Settings.Resync", s.Resync),
 		checkPositive("Settings.RetryBaseDelay", s.RetryBaseDelay),

@@ -146,21 +146,28 @@ func (r *reconcileRecord) failed(ctx context.Context, err error) {
 // record, reconcile panicked, with the object and the same three
 // exception attributes.
 func (r *reconcileRecord) panicked(ctx context.Context, p *panicError) {
+	r.t.exception(ctx, r.span, "reconcile panicked", r.attrs, p)
+	r.end(outcomePanic)
+}
+
+// exception records p on span as OpenTelemetry records an exception, an
+// exception event and the status Error, and emits one ERROR record, body,
+// with attrs and the same three exception attributes.
+func (t *telemetry) exception(ctx context.Context, span trace.Span, body string, attrs []any, p *panicError) {
 	typ := fmt.Sprintf("%T", p.value)
 	msg := fmt.Sprint(p.value)
 	stack := string(p.stack)
-	r.span.AddEvent("exception", trace.WithAttributes(
+	span.AddEvent("exception", trace.WithAttributes(
 		attribute.String(attrExceptionType, typ),
 		attribute.String(attrExceptionMessage, msg),
 		attribute.String(attrExceptionStacktrace, stack),
 	))
-	r.span.SetStatus(codes.Error, "panic: "+msg)
-	r.t.log.ErrorContext(ctx, "reconcile panicked", append(r.attrs,
+	span.SetStatus(codes.Error, "panic: "+msg)
+	t.log.ErrorContext(ctx, body, append(attrs,
 		slog.String(attrExceptionType, typ),
 		slog.String(attrExceptionMessage, msg),
 		slog.String(attrExceptionStacktrace, stack),
 	)...)
-	r.end(outcomePanic)
 }
 
 func (r *reconcileRecord) end(outcome string) {
