@@ -75,8 +75,13 @@ func healthy(ctx context.Context, m Monitor) (err error) {
 }
 
 // ServeHTTP answers 200 with "ok" when p is healthy, and 503 with the
-// Monitors' errors, one a line, when it isn't.
+// Monitors' errors, one a line, when it isn't. A Handler's Probe is served
+// by its handler.
 func (p Probe) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if p.handler != nil {
+		p.handler.ServeHTTP(w, r)
+		return
+	}
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	if err := p.Healthy(r.Context()); err != nil {
@@ -128,11 +133,7 @@ func NewProbes(s *humus.Setup, addr string, probes ...Probe) humus.Service {
 	}
 	mux := http.NewServeMux()
 	for _, path := range paths {
-		if p := byPath[path]; p.handler != nil {
-			mux.Handle(path, p.handler)
-		} else {
-			mux.Handle(path, p)
-		}
+		mux.Handle(path, byPath[path])
 	}
 	forceCtx, force := context.WithCancel(context.Background())
 	return &probeServer{

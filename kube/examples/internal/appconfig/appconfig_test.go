@@ -1,6 +1,7 @@
 package appconfig_test
 
 import (
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -8,12 +9,15 @@ import (
 	"crypto/x509/pkix"
 	"encoding/pem"
 	"math/big"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
 	otellog "go.opentelemetry.io/otel/log"
+	"go.opentelemetry.io/otel/metric"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -201,4 +205,67 @@ func TestBuildTelemetryWritesInfoRecordsToStderrAndDropsDebug(t *testing.T) {
 	require.NoError(t, tel.Shutdown(t.Context()))
 	require.Contains(t, h.StderrString(), "Successfully acquired lease")
 	require.NotContains(t, h.StderrString(), "request body")
+}
+
+func TestBuildTelemetryWithoutAnEndpointExportsNoTracesAndServesMetrics(t *testing.T) {
+	h := humustest.NewHost(t)
+	tel, err := appconfig.BuildTelemetry(t.Context(), h.Host)
+	require.NoError(t, err)
+	require.Nil(t, tel.TracerProvider, "no endpoint, no traces")
+	counter, err := tel.MeterProvider.Meter("test").Int64Counter("test.widgets", metric.WithUnit("{widget}"))
+	require.NoError(t, err)
+	counter.Add(t.Context(), 3)
+
+	rec := httptest.NewRecorder()
+	appconfig.Metrics(tel).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, appconfig.MetricsPath, nil))
+	require.Equal(t, http.StatusOK, rec.Code)
+	require.Contains(t, rec.Body.String(), "test_widgets_total")
+	require.Equal(t, appconfig.MetricsPath, appconfig.Metrics(tel).Path())
+	require.NoError(t, tel.Shutdown(t.Context()))
+
+	// Another Telemetry, such as a test's, has no registry to serve.
+	rec = httptest.NewRecorder()
+	appconfig.Metrics(humus.Telemetry{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, appconfig.MetricsPath, nil))
+	require.Equal(t, http.StatusNotFound, rec.Code)
+}
+
+func TestBuildTelemetryWithAnEndpointTraces(t *testing.T) {
+	h := humustest.NewHost(t)
+	h.SetEnv(appconfig.EnvOTLPEndpoint, "http://127.0.0.1:1")
+	tel, err := appconfig.BuildTelemetry(t.Context(), h.Host)
+	require.NoError(t, err)
+	require.NotNil(t, tel.TracerProvider)
+	require.NotNil(t, tel.Propagator)
+	ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+	defer cancel()
+	_ = tel.Shutdown(ctx) // nothing listens: the flush may fail, but returns
+}
+
+func TestBuildTelemetryNamesEveryMalformedVariable(t *testing.T) {
+	h := humustest.NewHost(t)
+	h.SetEnv(appconfig.EnvOTLPEndpoint, "otel-collector:4318")
+	h.SetEnv(appconfig.EnvOTLPLogsEndpoint, "ftp://x")
+	h.SetEnv(appconfig.EnvOTLPHeaders, "novalue")
+	h.SetEnv(appconfig.EnvOTLPProtocol, "grpc")
+	h.SetEnv(appconfig.EnvLogFormat, "pretty")
+	_, err := appconfig.BuildTelemetry(t.Context(), h.Host)
+	for _, v := range []string{appconfig.EnvOTLPEndpoint, appconfig.EnvOTLPLogsEndpoint, appconfig.EnvOTLPHeaders, appconfig.EnvOTLPProtocol, appconfig.EnvLogFormat} {
+		require.ErrorContains(t, err, v)
+	}
+}
+
+func TestConsoleFormatIsOneReadableLineARecord(t *testing.T) {
+	h := humustest.NewHost(t)
+	h.SetEnv(appconfig.EnvLogFormat, "console")
+	tel, err := appconfig.BuildTelemetry(t.Context(), h.Host)
+	require.NoError(t, err)
+	var rec otellog.Record
+	rec.SetSeverity(otellog.SeverityWarn)
+	rec.SetSeverityText("WARN")
+	rec.SetBody(attribute.StringValue("reconcile failed"))
+	rec.AddAttributes(attribute.String("humus.kube.object.name", "cache"), attribute.String("error", "no space left"))
+	tel.LoggerProvider.Logger("test").Emit(t.Context(), rec)
+	require.NoError(t, tel.Shutdown(t.Context()))
+	out := h.StderrString()
+	require.Regexp(t, `^\d\d:\d\d:\d\d\.\d\d\d WARN  reconcile failed humus.kube.object.name=cache error="no space left"\n$`, out)
 }

@@ -42,7 +42,8 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 // the Client and a clientset on its Config, and returns two Services: the
 // Controller of Memcached, whose Reconciler applies each one's Deployment,
 // that owns deployments and finalizes with FinalizerName; and the probes
-// Service on cfg.ProbesAddr serving health.Readiness(ctrl.Synced()). It
+// Service on cfg.ProbesAddr serving health.Readiness(ctrl.Synced()) and
+// the metrics at /metrics (appconfig.Metrics). It
 // returns the errors NewClient and NewController return.
 func New(cfg Config) humus.Init {
 	return func(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
@@ -68,14 +69,19 @@ func New(cfg Config) humus.Init {
 		if cfg.ProbesAddr == "" {
 			return nil, errors.New("the probes' address is empty")
 		}
-		probes := health.NewProbes(s, cfg.ProbesAddr, health.Readiness(ctrl.Synced()))
+		// The metrics share the probes' listener: one port for the
+		// kubelet and for Prometheus.
+		probes := health.NewProbes(s, cfg.ProbesAddr, health.Readiness(ctrl.Synced()), appconfig.Metrics(s.Telemetry))
 		return []humus.Service{ctrl, probes}, nil
 	}
 }
 
-// BuildTelemetry is the App's telemetry, for humus.WithTelemetry: every log
-// record, the controller's and client-go's included, is written as one JSON
-// line to the Host's Stderr. It records no traces and no metrics.
+// BuildTelemetry is the App's telemetry, for humus.WithTelemetry, as
+// appconfig.BuildTelemetry builds it: metrics in Prometheus' text format on
+// /metrics beside the probes, traces and logs over OTLP/HTTP when
+// OTEL_EXPORTER_OTLP_ENDPOINT is set, and every log record of INFO and
+// above on the Host's Stderr, as JSON or, with LOG_FORMAT=console, as
+// readable lines.
 func BuildTelemetry(ctx context.Context, h humus.Host) (humus.Telemetry, error) {
 	return appconfig.BuildTelemetry(ctx, h)
 }

@@ -107,6 +107,10 @@ func TestMemcachedApp(t *testing.T) {
 		testBinaryStderr(t, e)
 	})
 
+	t.Run("ExportsMetricsOnItsProbesListenerAndTracesOverOTLP", func(t *testing.T) {
+		testExportsMetricsAndTraces(t, e)
+	})
+
 	t.Run("InitWithoutItsEnvironmentNamesEveryMissingVariable", func(t *testing.T) {
 		host := humus.OSHost()
 		host.LookupEnv = apptest.LookupEnv(nil)
