@@ -49,8 +49,8 @@ var figures = []figure{
 	{"requests", func(r Run) (float64, bool) { return r.RequestTotal, true }, ""},
 	{"writes", func(r Run) (float64, bool) { return r.Writes, true }, ""},
 	{"status_writes", func(r Run) (float64, bool) { return r.StatusWrites, true }, ""},
-	{"settle_requests", func(r Run) (float64, bool) { return r.SettleTotal, r.Steady != nil }, ""},
-	{"settle_writes", func(r Run) (float64, bool) { return r.SettleWrites, r.Steady != nil }, ""},
+	{"settle_requests", func(r Run) (float64, bool) { return r.SettleTotal, r.SettleRequests != nil }, ""},
+	{"settle_writes", func(r Run) (float64, bool) { return r.SettleWrites, r.SettleRequests != nil }, ""},
 	{"steady_requests", func(r Run) (float64, bool) {
 		if r.Steady == nil {
 			return 0, false
@@ -162,6 +162,9 @@ func (rep *Report) print(out io.Writer) {
 				continue
 			}
 			fmt.Fprintf(out, "  %s requests: %s\n", p, breakdown(r.Requests))
+			if r.Steady == nil && r.SettleRequests != nil {
+				fmt.Fprintf(out, "  %s after converging, until settled: %s\n", p, breakdown(r.SettleRequests))
+			}
 			if r.Steady != nil {
 				fmt.Fprintf(out, "  %s after converging, until settled: %s\n", p, breakdown(r.SettleRequests))
 				note := ""
