@@ -71,7 +71,7 @@ func TestCRDIsNamedPluralDotGroupWithOneServedStoredVersionAndStatus(t *testing.
 	require.Equal(t, "memcacheds.cache.example.com", crd.Name)
 	require.Equal(t, "cache.example.com", crd.Spec.Group)
 	require.Equal(t, apiextensionsv1.CustomResourceDefinitionNames{
-		Plural: "memcacheds", Singular: "memcached", Kind: "Memcached", ListKind: "MemcachedList",
+		Plural: "memcacheds", Singular: "memcached", ShortNames: []string{"mc"}, Kind: "Memcached", ListKind: "MemcachedList",
 	}, crd.Spec.Names)
 	require.Equal(t, apiextensionsv1.NamespaceScoped, crd.Spec.Scope)
 	require.Len(t, crd.Spec.Versions, 1)

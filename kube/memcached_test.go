@@ -27,13 +27,20 @@ type MemcachedStatus struct {
 var (
 	spec   MemcachedSpec
 	status MemcachedStatus
+	mcObj  kube.Object[MemcachedSpec, MemcachedStatus]
 
 	Memcached = kube.Resource[MemcachedSpec, MemcachedStatus]{
-		Group:   "cache.example.com",
-		Version: "v1alpha1",
-		Kind:    "Memcached",
-		Plural:  "memcacheds",
-		Scope:   kube.Namespaced,
+		Group:      "cache.example.com",
+		Version:    "v1alpha1",
+		Kind:       "Memcached",
+		Plural:     "memcacheds",
+		Scope:      kube.Namespaced,
+		ShortNames: []string{"mc"},
+		Columns: kube.Columns(&mcObj,
+			kube.PrinterColumn("Ready", &mcObj.Status.Conditions).Condition("Available"),
+			kube.PrinterColumn("Size", &mcObj.Spec.Size),
+			kube.PrinterColumn("Age", &mcObj.CreationTimestamp),
+		),
 		Rules: []kube.TypeRules{
 			kube.Rules(&spec,
 				kube.Field(&spec.Size).Minimum(1).Maximum(3).Description("How many memcached pods run."),
