@@ -18,8 +18,9 @@ import (
 // The CRD is named <Plural>.<Group>. Its singular name is Singular, or
 // Kind in lower case, its list kind is Kind with List after it, and it has
 // the ShortNames, Categories and printer Columns given. The schema's root has
-// apiVersion and kind (strings), metadata (an object, which the API server
-// fills in), a required spec, and status.
+// apiVersion and kind (strings, described as the API server describes
+// every object's), metadata (an object, which the API server fills in), a
+// required spec, and status; Description describes the root.
 //
 // Each Go type has the schema of its encoding by encoding/json:
 //
@@ -115,6 +116,7 @@ func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition
 	spec := b.schema(reflect.TypeFor[Spec](), "spec")
 	status := b.schema(reflect.TypeFor[Status](), "status")
 	columns := r.columns(b)
+	doc := b.rootDescriptions()
 	if err := b.finish(); err != nil {
 		return nil, err
 	}
@@ -146,10 +148,11 @@ func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition
 				Storage: true,
 				Schema: &apiextensionsv1.CustomResourceValidation{
 					OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-						Type: "object",
+						Description: r.Description,
+						Type:        "object",
 						Properties: map[string]apiextensionsv1.JSONSchemaProps{
-							"apiVersion": {Type: "string"},
-							"kind":       {Type: "string"},
+							"apiVersion": {Type: "string", Description: doc["apiVersion"]},
+							"kind":       {Type: "string", Description: doc["kind"]},
 							"metadata":   {Type: "object"},
 							"spec":       spec,
 							"status":     status,

@@ -41,6 +41,12 @@ type Resource[Spec, Status any] struct {
 	// kubectl shows the name and the age; with some, only the name and
 	// them, so give an Age column of &obj.CreationTimestamp to keep it.
 	Columns []Column
+
+	// Description describes the resource, as kubectl explain <plural>
+	// shows it: the description of the CRD schema's root. "" leaves it
+	// out. The spec and the status are described by their types'
+	// TypeRules.Description, such as kube.Rules(&spec).Description("…").
+	Description string
 }
 
 // GVR is the resource's group, version and plural name, such as

@@ -5,10 +5,13 @@ package kube
 import (
 	"reflect"
 
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/z5labs/humus/kube/internal/upstream"
 )
+
+var podType = reflect.TypeFor[corev1.Pod]()
 
 // upstreamTable is the API server's own schema of Kubernetes' types
 // (package upstream), which a reflector loads when it first meets a type
@@ -109,4 +112,19 @@ func (b *reflector) upstreamField(t, owner reflect.Type, name string, p *apiexte
 		}
 	}
 	return false, true
+}
+
+// rootDescriptions are the descriptions of a custom resource's apiVersion
+// and kind: the API server's own for every object's, as its schema has
+// them on a Pod. (The root's metadata may have nothing but its type.)
+func (b *reflector) rootDescriptions() map[string]string {
+	u := b.upstreamType(podType)
+	if u == nil {
+		return nil
+	}
+	doc := make(map[string]string, 2)
+	for _, name := range []string{"apiVersion", "kind"} {
+		doc[name] = u.Properties[name].Description
+	}
+	return doc
 }

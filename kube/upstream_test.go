@@ -180,3 +180,24 @@ func stripDescriptions(s *apiextensionsv1.JSONSchemaProps) {
 		stripDescriptions(s.AdditionalProperties.Schema)
 	}
 }
+
+func TestAResourceDescribesItselfItsSpecAndItsStatus(t *testing.T) {
+	var spec workloadSpec
+	var status workloadStatus
+	r := workloads
+	r.Description = "A workload."
+	r.Rules = []kube.TypeRules{kube.Rules(&spec).Description("What runs."), kube.Rules(&status).Description("What ran.")}
+	crd, err := r.CRD()
+	require.NoError(t, err)
+	requireServerValid(t, crd)
+	root := *crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+	require.Equal(t, "A workload.", root.Description)
+	require.Equal(t, "What runs.", at(t, root, "spec").Description)
+	require.Equal(t, "What ran.", at(t, root, "status").Description)
+	require.Contains(t, at(t, root, "apiVersion").Description, "APIVersion defines the versioned schema", "the API server's own description")
+	require.Contains(t, at(t, root, "kind").Description, "Kind is a string value representing the REST resource")
+
+	b, err := r.CRDYAML()
+	require.NoError(t, err)
+	require.NotContains(t, string(b), "\nstatus:", "CRDYAML leaves out the CRD's status")
+}
