@@ -1,6 +1,8 @@
 package kube
 
 import (
+	"encoding/json"
+	"reflect"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -54,33 +56,44 @@ type objectVersion struct {
 // heldEvent is an event held while an apply is in flight, and how to queue
 // its key.
 type heldEvent struct {
-	version objectVersion
-	add     func(key string)
+	version  objectVersion
+	onlyOurs func() bool
+	add      func(key string)
 }
 
 // changed is an informer's add or update of key to version v, other than a
 // resync: it queues key with add unless v is the controller's own write,
 // or holds it while an apply of key is in flight.
 func (o *ownWrites) changed(key string, v objectVersion, add func(key string)) {
+	o.changedFrom(key, v, func() bool { return true }, add)
+}
+
+// changedFrom is changed for an update whose onlyOurs reports whether it
+// changed no more than the controller's applies write: the status and the
+// finalizers. An apply that changes nothing returns the object as it is,
+// at the resourceVersion of whatever change came last, which may be
+// another writer's that landed while the apply was in flight; its version
+// then matches the apply's, and only its content tells it apart.
+func (o *ownWrites) changedFrom(key string, v objectVersion, onlyOurs func() bool, add func(key string)) {
 	o.mu.Lock()
-	queue := o.changedLocked(key, v, add)
+	queue := o.changedLocked(key, v, onlyOurs, add)
 	o.mu.Unlock()
 	if queue {
 		add(key)
 	}
 }
 
-func (o *ownWrites) changedLocked(key string, v objectVersion, add func(key string)) bool {
+func (o *ownWrites) changedLocked(key string, v objectVersion, onlyOurs func() bool, add func(key string)) bool {
 	of := o.keys[key]
 	if of == nil {
 		return true
 	}
 	if of.consume(v) {
 		o.tidy(key, of)
-		return false
+		return !onlyOurs()
 	}
 	if of.inFlight > 0 {
-		of.held = append(of.held, heldEvent{version: v, add: add})
+		of.held = append(of.held, heldEvent{version: v, onlyOurs: onlyOurs, add: add})
 		return false
 	}
 	return true
@@ -138,7 +151,7 @@ func (o *ownWrites) wrote(key string, v *objectVersion) {
 	var release []heldEvent
 	if of.inFlight == 0 {
 		for _, h := range of.held {
-			if !of.consume(h.version) {
+			if !of.consume(h.version) || !h.onlyOurs() {
 				release = append(release, h)
 			}
 		}
@@ -179,4 +192,31 @@ func (o *ownWrites) apply(key string, do func() (*unstructured.Unstructured, err
 	}
 	o.wrote(key, v)
 	return res, err
+}
+
+// onlyStatusOrFinalizersChanged reports whether new differs from old in
+// nothing but what the controller's own applies write: the status and the
+// finalizers (and the resourceVersion every write moves). It decodes both
+// objects, so it is asked only of an event whose version matches one of
+// the controller's writes; an object it can't decode counts as changed.
+func onlyStatusOrFinalizersChanged(old, new *cachedObject) bool {
+	a, errA := withoutOwnWrites(old.raw)
+	b, errB := withoutOwnWrites(new.raw)
+	return errA == nil && errB == nil && reflect.DeepEqual(a, b)
+}
+
+// withoutOwnWrites is the object encoded in raw less its status,
+// finalizers and resourceVersion.
+func withoutOwnWrites(raw string) (map[string]any, error) {
+	var obj map[string]any
+	if err := json.Unmarshal([]byte(raw), &obj); err != nil {
+		return nil, err
+	}
+	delete(obj, "status")
+	if meta, ok := obj["metadata"].(map[string]any); ok {
+		delete(meta, "resourceVersion")
+		delete(meta, "finalizers")
+		delete(meta, "managedFields")
+	}
+	return obj, nil
 }

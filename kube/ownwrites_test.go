@@ -124,3 +124,45 @@ func TestANewObjectWithAFinalizerIsReconciledOnce(t *testing.T) {
 		require.NoError(t, s.stop(t))
 	})
 }
+
+// A no-op apply returns the object as it is, so its version can be another
+// writer's change that landed while the apply was in flight: that change
+// is still queued, told apart by what it changed.
+func TestAnotherWritersChangeReturnedByANoOpApplyIsQueued(t *testing.T) {
+	var o ownWrites
+	var q queued
+	annotated := func() bool { return false } // the event changed an annotation
+	_, err := o.apply("ns/w1", func() (*unstructured.Unstructured, error) {
+		o.changedFrom("ns/w1", version("w1", "3"), annotated, q.add)
+		return returns("w1", "3")()
+	})
+	require.NoError(t, err)
+	require.Equal(t, queued{"ns/w1"}, q)
+
+	// The same after the apply returned, when the event comes late.
+	q = nil
+	_, err = o.apply("ns/w1", returns("w1", "4"))
+	require.NoError(t, err)
+	o.changedFrom("ns/w1", version("w1", "4"), annotated, q.add)
+	require.Equal(t, queued{"ns/w1"}, q)
+}
+
+func TestOnlyStatusOrFinalizersChanged(t *testing.T) {
+	obj := func(raw string) *cachedObject { return &cachedObject{raw: raw} }
+	base := `{"metadata":{"name":"w1","resourceVersion":"1"},"spec":{"size":1}`
+	for _, tc := range []struct {
+		name string
+		new  string
+		want bool
+	}{
+		{"status", `{"metadata":{"name":"w1","resourceVersion":"2"},"spec":{"size":1},"status":{"ready":true}}`, true},
+		{"finalizers", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["f"]},"spec":{"size":1}}`, true},
+		{"annotation", `{"metadata":{"name":"w1","resourceVersion":"2","annotations":{"a":"b"}},"spec":{"size":1}}`, false},
+		{"spec", `{"metadata":{"name":"w1","resourceVersion":"2"},"spec":{"size":2}}`, false},
+		{"undecodable", `{`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, onlyStatusOrFinalizersChanged(obj(base+`}`), obj(tc.new)))
+		})
+	}
+}

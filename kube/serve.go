@@ -186,16 +186,20 @@ func (c *Controller) objectHandler(queue workqueue.TypedInterface[string]) cache
 			queue.Add(key)
 		}
 	}
-	changed := func(obj any) {
-		o, ok := obj.(*cachedObject)
+	changed := func(old, obj any) {
+		n, ok := obj.(*cachedObject)
 		if !ok {
 			enqueue(obj)
 			return
 		}
-		c.own.changed(o.key(), objectVersion{uid: o.uid, resourceVersion: o.resourceVersion}, queue.Add)
+		onlyOurs := func() bool { return true }
+		if o, ok := old.(*cachedObject); ok {
+			onlyOurs = func() bool { return onlyStatusOrFinalizersChanged(o, n) }
+		}
+		c.own.changedFrom(n.key(), objectVersion{uid: n.uid, resourceVersion: n.resourceVersion}, onlyOurs, queue.Add)
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc: changed,
+		AddFunc: func(obj any) { changed(nil, obj) },
 		UpdateFunc: func(old, obj any) {
 			// An update that keeps the resourceVersion is a resync, or a
 			// relist that found the object unchanged: it always queues.
@@ -205,7 +209,7 @@ func (c *Controller) objectHandler(queue workqueue.TypedInterface[string]) cache
 					return
 				}
 			}
-			changed(obj)
+			changed(old, obj)
 		},
 		DeleteFunc: func(obj any) {
 			c.forgetFinalized(obj)

@@ -187,4 +187,3 @@ func (r *otlpReceiver) spans() []*tracepb.Span {
 	defer r.mu.Unlock()
 	return append([]*tracepb.Span(nil), r.got...)
 }
-
