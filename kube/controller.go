@@ -90,7 +90,8 @@ type Controller struct {
 	clients clients
 	tel     *telemetry
 
-	synced atomic.Bool // readiness.go
+	synced  atomic.Bool            // readiness.go
+	current atomic.Pointer[caches] // once synced, for Synced's staleness
 
 	recorder atomic.Pointer[Recorder] // events.go: set by Serve
 

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -82,7 +83,7 @@ func (c *Controller) applyFinalizer(ctx context.Context, u *cachedObject, keep b
 	}
 	// A cancelled reconcile, on a lost Lease or at Shutdown's deadline,
 	// applies nothing: another replica may hold the Lease by now.
-	if err := ctx.Err(); err != nil {
+	if err := errors.Join(ctx.Err(), mayWork(ctx)); err != nil {
 		return fmt.Errorf("kube: not %s finalizer %q of %s: the reconcile was cancelled: %w", verb, c.finalizer, c.describe(u), err)
 	}
 	apply := c.applyObject(u)

@@ -2,39 +2,264 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"sync"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
 )
 
-// newElector returns the controller's leader elector, on a Lease named
-// Settings.Name in LeaderElection.Namespace, held as
-// LeaderElection.Identity. Every controller elects a leader: there is no
-// option to turn it off.
+// A replica's right to work is not client-go's: LeaderElector.Run cancels
+// its leading context only once renew has given up, after RenewDeadline of
+// retries and, with ReleaseOnCancel, after a release that may hang as long
+// again; and a replica paused past LeaseDuration goes on retrying on
+// waking. Meanwhile another replica may have taken the Lease. So the
+// controller keeps its own deadline, from the Lease updates it sees
+// succeed, through lease, a resourcelock.Interface around client-go's
+// LeaseLock, which LeaderElector still uses to acquire and renew.
+
+// errLeaseExpired and errOtherHolder are why a replica stopped working: the
+// cause of its lead context.
+var (
+	errLeaseExpired = errors.New("kube: the Lease was not renewed within RenewDeadline")
+	errOtherHolder  = errors.New("kube: another replica holds the Lease")
+	errRenewFailed  = errors.New("kube: client-go's elector stopped renewing the Lease")
+	errNotLeading   = errors.New("kube: the replica doesn't hold the Lease")
+)
+
+// lease is the Lease lock a controller's elector uses, and the replica's
+// right to work. Its deadline is the start of the last Lease create or
+// update that succeeded plus RenewDeadline, read on the monotonic clock:
+// the other replicas take the Lease no sooner than LeaseDuration after
+// they saw that update, which was sent after it started, so a deadline
+// RenewDeadline after it ends LeaseDuration−RenewDeadline (5s by default)
+// before any other replica can hold the Lease, even if the clocks' rates
+// differ a little.
 //
-// The lead's context is sent on started when the replica takes the Lease;
-// it is done once the Lease is lost. The Lease is released when the
-// elector's own context is cancelled (ReleaseOnCancel), which Serve does
-// only after the reconciles in flight have finished, as ReleaseOnCancel's
-// doc requires.
-func (c *Controller) newElector(started chan<- context.Context) (*leaderelection.LeaderElector, error) {
+// Once the deadline has passed, or a Get shows another holder, the replica
+// has lost the Lease for good: its lead context is cancelled, onLost runs,
+// and every later Create or Update fails at once without being sent, so
+// that client-go's release after a failed renewal neither waits nor
+// touches the Lease. A release on a graceful stop (an Update with no
+// holder) is sent, within releaseTimeout.
+type lease struct {
+	resourcelock.Interface // client-go's LeaseLock
+
+	renewDeadline  time.Duration
+	releaseTimeout time.Duration
+	onLost         func() // runs once, when the Lease is lost while leading
+
+	mu       sync.Mutex
+	deadline time.Time // of the last renewal; zero before the first
+	leading  bool      // OnStartedLeading has run
+	stopping bool      // Serve is stopping the elector, to release the Lease
+	lost     error     // why the Lease was lost; sticky
+	ctx      context.Context
+	cancel   context.CancelCauseFunc
+	timer    *time.Timer // fires at deadline while leading
+
+	started chan struct{} // closed when the replica starts leading
+}
+
+// newLease returns the controller's Lease lock: a LeaseLock on the Lease
+// named Settings.Name in LeaderElection.Namespace, held as
+// LeaderElection.Identity. Its lead context derives from parent's values.
+func (c *Controller) newLease(parent context.Context, onLost func()) *lease {
 	le := c.settings.LeaderElection
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Name: c.settings.Name, Namespace: le.Namespace},
-		Client:     c.clients.kube.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
+	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
+	return &lease{
+		Interface: &resourcelock.LeaseLock{
+			LeaseMeta:  metav1.ObjectMeta{Name: c.settings.Name, Namespace: le.Namespace},
+			Client:     c.clients.kube.CoordinationV1(),
+			LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
+		},
+		renewDeadline:  le.RenewDeadline,
+		releaseTimeout: le.RetryPeriod,
+		onLost:         onLost,
+		ctx:            ctx,
+		cancel:         cancel,
+		started:        make(chan struct{}),
 	}
+}
+
+// Get is LeaseLock's Get. A record naming another holder while the replica
+// leads loses the Lease at once.
+func (l *lease) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	rec, raw, err := l.Interface.Get(ctx)
+	if err == nil && rec.HolderIdentity != l.Identity() {
+		l.mu.Lock()
+		if l.leading && !l.stopping {
+			l.loseLocked(errOtherHolder)
+		}
+		l.mu.Unlock()
+	}
+	return rec, raw, err
+}
+
+// Create is LeaseLock's Create, which takes a Lease that doesn't exist.
+func (l *lease) Create(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	return l.write(ctx, rec, l.Interface.Create)
+}
+
+// Update is LeaseLock's Update, which takes, renews or releases the Lease.
+func (l *lease) Update(ctx context.Context, rec resourcelock.LeaderElectionRecord) error {
+	return l.write(ctx, rec, l.Interface.Update)
+}
+
+// write sends rec unless the Lease was lost, and moves the deadline on if
+// it succeeds. A release, rec with no holder, is bounded by
+// releaseTimeout.
+func (l *lease) write(ctx context.Context, rec resourcelock.LeaderElectionRecord, send func(context.Context, resourcelock.LeaderElectionRecord) error) error {
+	l.mu.Lock()
+	lost := l.lost
+	l.mu.Unlock()
+	if lost != nil {
+		return lost
+	}
+	if rec.HolderIdentity == "" {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, l.releaseTimeout)
+		defer cancel()
+		return send(ctx, rec)
+	}
+	// A renewal still in flight once the Lease is lost is abandoned.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(l.ctx, cancel)()
+	start := time.Now()
+	if err := send(ctx, rec); err != nil {
+		return err
+	}
+	l.renewed(start)
+	return nil
+}
+
+// renewed moves the deadline to start+renewDeadline, unless the Lease was
+// lost meanwhile: a renewal that succeeds after the deadline passed comes
+// too late, since another replica may hold the Lease by then.
+func (l *lease) renewed(start time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost != nil {
+		return
+	}
+	l.deadline = start.Add(l.renewDeadline)
+	if l.leading {
+		l.timer.Reset(time.Until(l.deadline))
+	}
+}
+
+// startLeading is the elector's OnStartedLeading: the replica took the
+// Lease, and leads until the deadline passes, another holder is seen, or
+// electionCtx (client-go's leading context) ends, whichever is first.
+func (l *lease) startLeading(electionCtx context.Context) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.leading = true
+	l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
+	context.AfterFunc(electionCtx, func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		// On a graceful stop the elector's context ends before it
+		// releases the Lease, which the lease must still send.
+		if !l.stopping {
+			l.loseLocked(errRenewFailed)
+		}
+	})
+	close(l.started)
+}
+
+// expire loses the Lease if its deadline has passed; the timer may fire
+// early after a renewal moved the deadline on.
+func (l *lease) expire() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.lost == nil && !time.Now().Before(l.deadline) {
+		l.loseLocked(errLeaseExpired)
+	}
+}
+
+func (l *lease) lose(cause error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.loseLocked(cause)
+}
+
+func (l *lease) loseLocked(cause error) {
+	if l.lost != nil {
+		return
+	}
+	l.lost = cause
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.cancel(cause)
+	if l.leading && cause != errNotLeading && l.onLost != nil {
+		go l.onLost()
+	}
+}
+
+// valid returns nil while the replica may work: it leads, has not lost the
+// Lease, and its deadline, read from the clock now rather than from the
+// timer, which a paused process fires late, has not passed. Otherwise it
+// returns why not.
+func (l *lease) valid() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.lost != nil:
+		return l.lost
+	case !l.leading:
+		return errNotLeading
+	case !time.Now().Before(l.deadline):
+		l.loseLocked(errLeaseExpired)
+		return errLeaseExpired
+	}
+	return nil
+}
+
+// lostCause is why the Lease was lost while leading, or nil.
+func (l *lease) lostCause() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.leading && l.lost != errNotLeading {
+		return l.lost
+	}
+	return nil
+}
+
+// stopping marks the elector being stopped by Serve, on a graceful stop:
+// its leading context ending, and the release's record with no holder, no
+// longer count as a lost Lease.
+func (l *lease) stop() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.stopping = true
+}
+
+// done ends the lead context and its timer, once the elector has returned.
+func (l *lease) done() { l.lose(errNotLeading) }
+
+// newElector returns the controller's leader elector on l. Every
+// controller elects a leader: there is no option to turn it off. The Lease
+// is released when the elector's context is cancelled (ReleaseOnCancel),
+// which Serve does only after the reconciles in flight have finished, as
+// ReleaseOnCancel's doc requires; after a lost Lease, l refuses the
+// release without sending it.
+func (c *Controller) newElector(l *lease) (*leaderelection.LeaderElector, error) {
+	le := c.settings.LeaderElection
 	elector, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
 		Name:            c.settings.Name,
-		Lock:            lock,
+		Lock:            l,
 		LeaseDuration:   le.LeaseDuration,
 		RenewDeadline:   le.RenewDeadline,
 		RetryPeriod:     le.RetryPeriod,
 		ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{
-			OnStartedLeading: func(ctx context.Context) { started <- ctx },
+			OnStartedLeading: l.startLeading,
 			OnStoppedLeading: func() {},
 		},
 	})
@@ -42,4 +267,18 @@ func (c *Controller) newElector(started chan<- context.Context) (*leaderelection
 		return nil, fmt.Errorf("kube: leader election for controller %s: %w", c.settings.Name, err)
 	}
 	return elector, nil
+}
+
+// leaseKey is the context key of the lease a reconcile works under.
+type leaseKey struct{}
+
+// mayWork returns nil if ctx's reconcile may take a key or send an apply:
+// its replica holds the Lease within its deadline. It returns why not
+// otherwise, and nil for a context without a lease, which only the
+// package's tests make.
+func mayWork(ctx context.Context) error {
+	if l, ok := ctx.Value(leaseKey{}).(*lease); ok {
+		return l.valid()
+	}
+	return nil
 }

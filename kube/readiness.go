@@ -8,18 +8,25 @@ import (
 )
 
 // Synced is healthy once the controller's caches have synced, and from then
-// until Serve returns. It holds on every replica, leader or not, so a
+// until Serve returns, except while a cache has had no watch on the API
+// server for longer than Settings.WatchTimeout: such a cache is stale. It holds on every replica, leader or not, so a
 // rollout isn't held up by the replicas waiting for the Lease. It is for
 // readiness only: serve it as health.Readiness(ctrl.Synced()).
 func (c *Controller) Synced() health.Monitor { return syncedMonitor{c} }
 
 type syncedMonitor struct{ c *Controller }
 
-// Healthy returns nil once the caches have synced, until Serve returns, and
-// otherwise an error naming the controller.
+// Healthy returns nil once the caches have synced, until Serve returns,
+// unless one is stale, and otherwise an error naming the controller, and
+// each stale cache.
 func (m syncedMonitor) Healthy(context.Context) error {
-	if m.c.synced.Load() {
-		return nil
+	if !m.c.synced.Load() {
+		return fmt.Errorf("kube: controller %s: its caches have not synced", m.c.settings.Name)
 	}
-	return fmt.Errorf("kube: controller %s: its caches have not synced", m.c.settings.Name)
+	if cs := m.c.current.Load(); cs != nil {
+		if err := cs.stale(); err != nil {
+			return fmt.Errorf("kube: controller %s: %w", m.c.settings.Name, err)
+		}
+	}
+	return nil
 }

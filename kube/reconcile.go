@@ -25,8 +25,9 @@ const (
 )
 
 // worker takes keys from the queue until it shuts down, and reconciles
-// each one, unless the controller has begun to stop: a key taken after
-// that is marked done unreconciled, and left for the next leader.
+// each one, unless the controller has begun to stop or its replica's Lease
+// deadline has passed (mayWork): a key taken after that is marked done
+// unreconciled, and left for the next leader.
 func (c *Controller) worker(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], lister cache.Indexer, stopping <-chan struct{}) {
 	for {
 		key, shutdown := queue.Get()
@@ -36,7 +37,9 @@ func (c *Controller) worker(ctx context.Context, queue workqueue.TypedRateLimiti
 		select {
 		case <-stopping:
 		default:
-			c.reconcile(ctx, queue, lister, key)
+			if mayWork(ctx) == nil {
+				c.reconcile(ctx, queue, lister, key)
+			}
 		}
 		queue.Done(key)
 	}
@@ -181,7 +184,7 @@ func (c *Controller) applyStatus(ctx context.Context, u *cachedObject, before []
 	}
 	// A cancelled reconcile, on a lost Lease or at Shutdown's deadline,
 	// applies nothing: another replica may hold the Lease by now.
-	if err := ctx.Err(); err != nil {
+	if err := errors.Join(ctx.Err(), mayWork(ctx)); err != nil {
 		return fmt.Errorf("kube: not applying the status of %s: the reconcile was cancelled: %w", c.describe(u), err)
 	}
 	var v any

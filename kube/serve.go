@@ -18,21 +18,26 @@ import (
 //     CRD that isn't installed, ends Serve with an error naming the
 //     resource.
 //  2. It starts an informer on the resource, through the dynamic client,
-//     one on each owned resource, through the metadata client, and one on
-//     each watched resource, all limited to Settings.Namespace and their
-//     label selectors, with client-go's logger in their context.
+//     and one on each owned resource, through the metadata client, all
+//     limited to Settings.Namespace, with client-go's logger in their
+//     context.
 //  3. It waits for the caches to sync, then marks Synced healthy.
 //  4. It campaigns for the Lease named Settings.Name. Every replica keeps
 //     its caches warm and its work queue filled.
-//  5. While it holds the Lease, Settings.Workers workers reconcile. The
-//     queue never hands one key to two workers at once.
+//  5. Once it takes the Lease, it waits, up to Settings.CatchUpTimeout,
+//     for its caches to catch up with the API server (every informer's
+//     watch open), then Settings.Workers workers reconcile until the
+//     Lease's deadline (see LeaderElection). The queue never hands one key
+//     to two workers at once.
 //
 // Once ctx is done, or Shutdown is called, it stops taking keys, lets the
 // reconciles in flight finish, shuts the queue down (leaving its backlog to
 // the next leader), releases the Lease, stops its informers, and returns
-// nil. If the Lease is lost, it stops taking keys, cancels the reconciles in
-// flight, and returns ErrLostLeadership. Serve runs once: a second call
-// returns an error.
+// nil. If the Lease is lost, it stops taking keys and sending applies at
+// once, cancels the reconciles in flight, leaves the Lease alone, and
+// returns ErrLostLeadership. If the resource stays unserved for
+// Settings.WatchTimeout while it runs, it ends as in step 1. Serve runs
+// once: a second call returns an error.
 func (c *Controller) Serve(ctx context.Context) error {
 	ctx, workCtx, err := c.begin(ctx)
 	if err != nil {
@@ -52,120 +57,141 @@ func (c *Controller) Serve(ctx context.Context) error {
 	// Events are sent until the workers are done (events.go).
 	defer c.startEvents(keep)()
 
-	// 1. Check the resource is served.
-	ns := c.settings.Namespace
-	if _, err := c.clients.dynamic.Resource(c.gvr).Namespace(ns).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+	if err := c.checkServed(ctx); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("kube: listing %s: %w", c.gvr, err)
-	}
-
-	// 2. Start the informers, which fill the work queue.
-	queue := c.newQueue()
-	informerCtx, stopInformers := context.WithCancel(keep)
-	var informers sync.WaitGroup
-	stop := func() {
-		queue.ShutDown()
-		stopInformers()
-		informers.Wait()
-	}
-	resource, err := newResourceInformer(c.clients.dynamic, c.gvr, ns, c.settings.LabelSelector, c.settings.Resync)
-	if err != nil {
-		stop()
 		return err
 	}
-	c.cache(c.gvr, resource)
-	all := []cache.SharedIndexInformer{resource}
-	handlers := []cache.ResourceEventHandler{c.objectHandler(queue)}
-	for _, o := range c.owns {
-		inf, err := newMetadataInformer(c.clients.metadata, o.gvr, ns, o.selector, compactMetadata)
-		if err != nil {
-			stop()
-			return err
-		}
-		c.cache(o.gvr, inf)
-		all = append(all, inf)
-		handlers = append(handlers, c.ownerHandler(queue))
-	}
-	watched, watchHandlers, err := c.watchInformers(resource, queue)
+	unserved := make(chan error, 1)
+	caches, err := c.startCaches(keep, unserved)
 	if err != nil {
-		stop()
 		return err
 	}
-	all = append(all, watched...)
-	handlers = append(handlers, watchHandlers...)
-	var checkers []cache.DoneChecker
-	for i, inf := range all {
-		reg, err := c.watch(inf, handlers[i])
-		if err != nil {
-			stop()
-			return err
-		}
-		checkers = append(checkers, reg.HasSyncedChecker())
-	}
-	for _, inf := range all {
-		informers.Go(func() { inf.RunWithContext(informerCtx) })
-	}
-
-	// 3. Wait for the caches to sync.
-	if !cache.WaitFor(ctx, "", checkers...) {
-		stop()
+	defer caches.stop()
+	if !caches.waitForSync(ctx) {
 		return nil
 	}
 	c.synced.Store(true)
+	c.current.Store(caches)
+	return c.lead(ctx, workCtx, caches, unserved)
+}
 
-	// 4. Campaign for the Lease.
-	started := make(chan context.Context, 1)
-	elector, err := c.newElector(started)
-	if err != nil {
-		stop()
-		return err
-	}
-	electionCtx, endElection := context.WithCancel(keep)
-	var election sync.WaitGroup
-	election.Go(func() { elector.Run(electionCtx) })
-
-	// 5. Reconcile while the Lease is held.
-	stopping := make(chan struct{})
-	var workers sync.WaitGroup
-	var lead <-chan struct{} // done when the Lease is lost
-	lost := false
-loop:
-	for {
-		select {
-		case <-ctx.Done():
-			break loop
-		case leadCtx := <-started:
-			lead = leadCtx.Done()
-			for range c.settings.Workers {
-				workers.Go(func() { c.worker(workCtx, queue, resource.GetIndexer(), stopping) })
-			}
-		case <-lead:
-			lost = true
-			break loop
-		}
-	}
-
-	// Stop taking keys, and let the reconciles in flight finish; a lost
-	// Lease cancels them, as Shutdown's context does.
-	close(stopping)
-	if lost {
-		c.forceStop()
-	}
-	queue.ShutDown()
-	workers.Wait()
-
-	// Only then release the Lease, as ReleaseOnCancel requires: no code it
-	// guards may still run. Then stop the informers.
-	endElection()
-	election.Wait()
-	stop()
-
-	if lost {
-		return ErrLostLeadership
+// checkServed lists the resource with a limit of 1, and returns an error
+// naming it if the API server doesn't serve it.
+func (c *Controller) checkServed(ctx context.Context) error {
+	if _, err := c.clients.dynamic.Resource(c.gvr).Namespace(c.settings.Namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+		return fmt.Errorf("kube: listing %s: %w", c.gvr, err)
 	}
 	return nil
+}
+
+// lead campaigns for the Lease and works while it holds it, until ctx
+// ends, the Lease is lost, or the resource is no longer served. Then it
+// stops the workers, the Lease (released only if it wasn't lost) and the
+// informers, in that order.
+func (c *Controller) lead(ctx, workCtx context.Context, caches *caches, unserved <-chan error) error {
+	l := c.newLease(workCtx, c.forceStop)
+	election, err := c.campaign(ctx, l)
+	if err != nil {
+		return err
+	}
+	w := &workers{c: c, caches: caches, stopping: make(chan struct{})}
+	err = w.run(ctx, context.WithValue(workCtx, leaseKey{}, l), l, unserved)
+
+	w.stop()
+	election.stop()
+	caches.stop()
+
+	if cause := l.lostCause(); cause != nil {
+		c.tel.log.WarnContext(ctx, "lost the lease", "controller", c.settings.Name, "cause", cause.Error())
+		return ErrLostLeadership
+	}
+	return err
+}
+
+// election is client-go's LeaderElector running on a lease.
+type election struct {
+	l      *lease
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// campaign runs the controller's elector on l, with ctx's values.
+func (c *Controller) campaign(ctx context.Context, l *lease) (*election, error) {
+	elector, err := c.newElector(l)
+	if err != nil {
+		return nil, err
+	}
+	e := &election{l: l}
+	electionCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	e.cancel = cancel
+	e.wg.Go(func() { elector.Run(electionCtx) })
+	return e, nil
+}
+
+// stop stops the elector, which releases the Lease unless it was lost,
+// and waits for it. Only the workers' being done makes the release safe,
+// as ReleaseOnCancel's doc requires.
+func (e *election) stop() {
+	e.l.stop()
+	e.cancel()
+	e.wg.Wait()
+	e.l.done()
+}
+
+// workers are the controller's Settings.Workers workers.
+type workers struct {
+	c        *Controller
+	caches   *caches
+	stopping chan struct{} // closed when the workers stop taking keys
+	wg       sync.WaitGroup
+}
+
+// run waits for the Lease, and for the caches to catch up, then starts the
+// workers, whose context carries l, and returns once ctx ends (nil), the
+// Lease is lost (nil: lead reports it), or the resource is unserved (its
+// error).
+func (w *workers) run(ctx, workCtx context.Context, l *lease, unserved <-chan error) error {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-unserved:
+		return err
+	case <-l.started:
+	}
+	// A replica that takes the Lease with a stale cache could undo newer
+	// writes: it works only once its caches have caught up.
+	caughtUp, cancel := context.WithCancel(ctx)
+	defer context.AfterFunc(l.ctx, cancel)()
+	err := w.caches.waitCaughtUp(caughtUp, w.c.settings.CatchUpTimeout)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil || l.ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("kube: controller %s took the Lease: %w", w.c.settings.Name, err)
+	}
+	lister := w.caches.resource.GetIndexer()
+	for range w.c.settings.Workers {
+		w.wg.Go(func() { w.c.worker(workCtx, w.caches.queue, lister, w.stopping) })
+	}
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-unserved:
+		return err
+	case <-l.ctx.Done():
+		return nil
+	}
+}
+
+// stop stops the workers taking keys, and waits for the reconciles in
+// flight: Shutdown's context, or a lost Lease, cancels them.
+func (w *workers) stop() {
+	close(w.stopping)
+	w.caches.queue.ShutDown()
+	w.wg.Wait()
 }
 
 // watch adds h to inf with the controller's logger.

@@ -15,6 +15,13 @@ import (
 // LeaderElection is the Lease a controller's replicas elect their leader
 // with. The Lease is named after Settings.Name. Its durations default to
 // kube-controller-manager's: 15s, 10s and 2s.
+//
+// The leader works only until RenewDeadline after the start of its last
+// Lease update that succeeded, by its monotonic clock, and not at all once
+// it has seen another holder in the Lease: past that, it takes no key,
+// sends no apply, and cancels the reconciles in flight, then Serve returns
+// ErrLostLeadership. The Lease is released only on a graceful stop, within
+// RetryPeriod, never after it was lost.
 type LeaderElection struct {
 	Namespace string // the Lease's namespace, such as the pod's; a DNS-1123 label, required
 	Identity  string // this replica's name in the Lease, such as its pod's; required
@@ -62,6 +69,22 @@ type Settings struct {
 	RetryBaseDelay time.Duration
 	RetryMaxDelay  time.Duration
 
+	// WatchTimeout bounds how long a cache may go without a watch on the
+	// API server: past it, Synced reports the cache stale, and if the
+	// resource itself has been unserved that long (its list or watch
+	// answered NotFound, as once its CRD is deleted), Serve ends with the
+	// error it gives for a resource that isn't served at its start.
+	// Positive, default 30s, the longest of client-go's watch retry
+	// backoffs.
+	WatchTimeout time.Duration
+
+	// CatchUpTimeout bounds how long a replica that has just taken the
+	// Lease waits for its caches to catch up with the API server (every
+	// informer's watch open) before its workers start. Past it, Serve
+	// releases the Lease and returns an error naming the caches behind.
+	// Positive, default 30s.
+	CatchUpTimeout time.Duration
+
 	LeaderElection LeaderElection
 
 	// ClientGoVerbosity is the highest klog verbosity of client-go's own
@@ -76,7 +99,8 @@ type Settings struct {
 }
 
 // DefaultSettings returns the default Settings: every namespace,
-// 1 worker, a 10h resync, retries from 5ms to 1000s, and a Lease of 15s
+// 1 worker, a 10h resync, retries from 5ms to 1000s, a watch timeout and
+// a catch-up timeout of 30s, and a Lease of 15s
 // renewed within 10s, tried every 2s. Name, LeaderElection.Namespace and
 // LeaderElection.Identity are left empty, for the caller to set.
 func DefaultSettings() Settings {
@@ -85,6 +109,8 @@ func DefaultSettings() Settings {
 		Resync:         10 * time.Hour,
 		RetryBaseDelay: 5 * time.Millisecond,
 		RetryMaxDelay:  1000 * time.Second,
+		WatchTimeout:   30 * time.Second,
+		CatchUpTimeout: 30 * time.Second,
 		LeaderElection: LeaderElection{
 			LeaseDuration: 15 * time.Second,
 			RenewDeadline: 10 * time.Second,
@@ -130,6 +156,14 @@ func CheckRetryDelay(d time.Duration) error { return checkPositive("retry delay"
 // CheckClientGoVerbosity returns an error unless v,
 // Settings.ClientGoVerbosity, is 0 to 10, the verbosities client-go logs at.
 func CheckClientGoVerbosity(v int) error { return checkVerbosity("client-go verbosity", v) }
+
+// CheckWatchTimeout returns an error unless d, Settings.WatchTimeout, is
+// positive.
+func CheckWatchTimeout(d time.Duration) error { return checkPositive("watch timeout", d) }
+
+// CheckCatchUpTimeout returns an error unless d, Settings.CatchUpTimeout,
+// is positive.
+func CheckCatchUpTimeout(d time.Duration) error { return checkPositive("catch-up timeout", d) }
 
 // CheckRetryPeriod returns an error unless d, LeaderElection.RetryPeriod, is
 // positive.
@@ -216,6 +250,8 @@ func (s Settings) check() error {
 		checkPositive("Settings.Resync", s.Resync),
 		checkPositive("Settings.RetryBaseDelay", s.RetryBaseDelay),
 		checkPositive("Settings.RetryMaxDelay", s.RetryMaxDelay),
+		checkPositive("Settings.WatchTimeout", s.WatchTimeout),
+		checkPositive("Settings.CatchUpTimeout", s.CatchUpTimeout),
 		checkNamespace("Settings.LeaderElection.Namespace", le.Namespace),
 		checkIdentity("Settings.LeaderElection.Identity", le.Identity),
 		checkPositive("Settings.LeaderElection.LeaseDuration", le.LeaseDuration),

@@ -1,0 +1,343 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/watchlist"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// caches are a controller's informers, the resource's and each owned
+// resource's, with the work queue they fill, their sync checks, what each
+// knows of its watch, and their stop.
+type caches struct {
+	queue    workqueue.TypedRateLimitingInterface[string]
+	resource cache.SharedIndexInformer
+	all      []cache.SharedIndexInformer
+	synced   []cache.DoneChecker
+	watches  []*watchHealth // one per informer, in all's order
+
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
+	stopOnce sync.Once
+}
+
+// startCaches builds the informers and their queue, and runs them until
+// stop, with ctx's values. The resource's watch, found unserved for
+// Settings.WatchTimeout, sends the error that ends Serve on unserved.
+func (c *Controller) startCaches(ctx context.Context, unserved chan<- error) (*caches, error) {
+	ns := c.settings.Namespace
+	cs := &caches{queue: c.newQueue()}
+	ctx, cs.cancel = context.WithCancel(ctx)
+
+	rw := newWatchHealth(c.gvr.String(), c.settings.WatchTimeout, func(err error) {
+		// Confirmed as at the start, with the resource's own error.
+		if err := c.checkServed(context.WithoutCancel(ctx)); err != nil {
+			select {
+			case unserved <- err:
+			default:
+			}
+		}
+	})
+	add := func(inf cache.SharedIndexInformer, err error, h *watchHealth, handler cache.ResourceEventHandler) error {
+		if err != nil {
+			return err
+		}
+		reg, err := c.watch(inf, handler)
+		if err != nil {
+			return err
+		}
+		cs.all = append(cs.all, inf)
+		cs.watches = append(cs.watches, h)
+		cs.synced = append(cs.synced, reg.HasSyncedChecker())
+		return nil
+	}
+	var err error
+	cs.resource, err = newResourceInformer(trackedDynamic{c.clients.dynamic, rw}, c.gvr, ns, c.settings.LabelSelector, c.settings.Resync)
+	if err == nil {
+		c.cache(c.gvr, cs.resource)
+	}
+	errs := []error{add(cs.resource, err, rw, c.objectHandler(cs.queue))}
+	for _, o := range c.owns {
+		h := newWatchHealth(o.gvr.String(), c.settings.WatchTimeout, nil)
+		inf, err := newMetadataInformer(trackedMetadata{c.clients.metadata, h}, o.gvr, ns, o.selector, compactMetadata)
+		if err == nil {
+			c.cache(o.gvr, inf)
+		}
+		errs = append(errs, add(inf, err, h, c.ownerHandler(cs.queue)))
+	}
+	if err := errors.Join(errs...); err == nil {
+		// Watches' informers keep no watch health: nil.
+		watched, handlers, err := c.watchInformers(cs.resource, cs.queue)
+		errs = append(errs, err)
+		for i, inf := range watched {
+			errs = append(errs, add(inf, nil, nil, handlers[i]))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		cs.stop()
+		return nil, err
+	}
+	for _, inf := range cs.all {
+		cs.wg.Go(func() { inf.RunWithContext(ctx) })
+	}
+	return cs, nil
+}
+
+// waitForSync waits until every informer has synced, and returns false if
+// ctx ends first.
+func (cs *caches) waitForSync(ctx context.Context) bool {
+	return cache.WaitFor(ctx, "", cs.synced...)
+}
+
+// waitCaughtUp waits, until ctx ends or for at most timeout, until every
+// informer's watch is open: opened before now and not broken since, or
+// opened after. An informer in client-go's watch-retry backoff, as after
+// an outage of the API server, holds a cache of the time its watch broke;
+// one with its watch open receives every change as the API server's watch
+// cache does. It returns an error naming the informers still behind.
+func (cs *caches) waitCaughtUp(ctx context.Context, timeout time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		var behind []string
+		var changed []<-chan struct{}
+		for _, h := range cs.watches {
+			if h == nil {
+				continue
+			}
+			if open, ch := h.open(); !open {
+				behind = append(behind, h.name)
+				changed = append(changed, ch)
+			}
+		}
+		if len(behind) == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("kube: the caches of %s have not caught up with the API server within %v: their watches are not open", strings.Join(behind, ", "), timeout)
+		case <-changed[0]:
+		}
+	}
+}
+
+// stale returns an error naming every informer whose watch has been broken
+// for longer than its bound, or nil.
+func (cs *caches) stale() error {
+	var errs []error
+	for _, h := range cs.watches {
+		if h != nil {
+			errs = append(errs, h.stale())
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stop shuts the queue down, stops the informers, and waits for them. It
+// does so once, however often it is called.
+func (cs *caches) stop() {
+	cs.stopOnce.Do(func() {
+		cs.queue.ShutDown()
+		cs.cancel()
+		cs.wg.Wait()
+		for _, h := range cs.watches {
+			if h != nil {
+				h.stop()
+			}
+		}
+	})
+}
+
+// watchHealth is what an informer's lists and watches say of its cache:
+// whether its watch is open, since when it has been broken, and since when
+// its resource has been unserved (a list or watch answered NotFound, as
+// for a deleted CRD). client-go's reflector retries a refused watch
+// without telling its watch error handler, so the health is read from the
+// calls themselves, through trackedDynamic and trackedMetadata.
+type watchHealth struct {
+	name    string
+	timeout time.Duration
+	// onUnserved runs when the resource has stayed unserved for timeout;
+	// nil for an owned resource.
+	onUnserved func(error)
+
+	mu          sync.Mutex
+	up          bool
+	brokenSince time.Time // zero while up, or before the first call
+	changed     chan struct{}
+	unserved    *time.Timer // running while unserved
+	stopped     bool
+}
+
+func newWatchHealth(name string, timeout time.Duration, onUnserved func(error)) *watchHealth {
+	return &watchHealth{name: name, timeout: timeout, onUnserved: onUnserved, changed: make(chan struct{})}
+}
+
+// called records the outcome of a list or a watch start.
+func (h *watchHealth) called(ctx context.Context, err error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped || ctx.Err() != nil {
+		return // the informer stopping isn't its watch breaking
+	}
+	if err == nil {
+		if h.unserved != nil {
+			h.unserved.Stop()
+			h.unserved = nil
+		}
+		h.set(true)
+		return
+	}
+	if h.up || h.brokenSince.IsZero() {
+		h.brokenSince = time.Now()
+	}
+	h.set(false)
+	if apierrors.IsNotFound(err) && h.onUnserved != nil && h.unserved == nil {
+		h.unserved = time.AfterFunc(h.timeout, func() {
+			h.mu.Lock()
+			still := h.unserved != nil && !h.stopped
+			h.mu.Unlock()
+			if still {
+				h.onUnserved(err)
+			}
+		})
+	}
+}
+
+func (h *watchHealth) set(up bool) {
+	if up {
+		h.brokenSince = time.Time{}
+	}
+	if h.up != up {
+		h.up = up
+		close(h.changed)
+		h.changed = make(chan struct{})
+	}
+}
+
+// open reports whether the watch is open, and returns a channel closed
+// when that changes.
+func (h *watchHealth) open() (bool, <-chan struct{}) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.up, h.changed
+}
+
+// stale returns an error if the watch has been broken for longer than
+// timeout.
+func (h *watchHealth) stale() error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.up || h.brokenSince.IsZero() {
+		return nil
+	}
+	if d := time.Since(h.brokenSince); d > h.timeout {
+		return fmt.Errorf("the cache of %s has had no watch for %v, longer than Settings.WatchTimeout %v", h.name, d.Truncate(time.Second), h.timeout)
+	}
+	return nil
+}
+
+func (h *watchHealth) stop() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.stopped = true
+	if h.unserved != nil {
+		h.unserved.Stop()
+		h.unserved = nil
+	}
+}
+
+// trackedDynamic is a dynamic client whose resources' lists and watches
+// are recorded in h. It keeps the client's watch-list semantics.
+type trackedDynamic struct {
+	dynamic.Interface
+	h *watchHealth
+}
+
+func (d trackedDynamic) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
+	return trackedDynamicResource{d.Interface.Resource(gvr), d.h}
+}
+
+func (d trackedDynamic) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(d.Interface)
+}
+
+type trackedDynamicResource struct {
+	dynamic.NamespaceableResourceInterface
+	h *watchHealth
+}
+
+func (r trackedDynamicResource) Namespace(ns string) dynamic.ResourceInterface {
+	return trackedDynamicNamespaced{r.NamespaceableResourceInterface.Namespace(ns), r.h}
+}
+
+type trackedDynamicNamespaced struct {
+	dynamic.ResourceInterface
+	h *watchHealth
+}
+
+func (r trackedDynamicNamespaced) List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
+	l, err := r.ResourceInterface.List(ctx, opts)
+	r.h.called(ctx, err)
+	return l, err
+}
+
+func (r trackedDynamicNamespaced) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := r.ResourceInterface.Watch(ctx, opts)
+	r.h.called(ctx, err)
+	return w, err
+}
+
+// trackedMetadata is trackedDynamic for the metadata client.
+type trackedMetadata struct {
+	metadata.Interface
+	h *watchHealth
+}
+
+func (m trackedMetadata) Resource(gvr schema.GroupVersionResource) metadata.Getter {
+	return trackedMetadataResource{m.Interface.Resource(gvr), m.h}
+}
+
+func (m trackedMetadata) IsWatchListSemanticsUnSupported() bool {
+	return watchlist.DoesClientNotSupportWatchListSemantics(m.Interface)
+}
+
+type trackedMetadataResource struct {
+	metadata.Getter
+	h *watchHealth
+}
+
+func (r trackedMetadataResource) Namespace(ns string) metadata.ResourceInterface {
+	return trackedMetadataNamespaced{r.Getter.Namespace(ns), r.h}
+}
+
+type trackedMetadataNamespaced struct {
+	metadata.ResourceInterface
+	h *watchHealth
+}
+
+func (r trackedMetadataNamespaced) List(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
+	l, err := r.ResourceInterface.List(ctx, opts)
+	r.h.called(ctx, err)
+	return l, err
+}
+
+func (r trackedMetadataNamespaced) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	w, err := r.ResourceInterface.Watch(ctx, opts)
+	r.h.called(ctx, err)
+	return w, err
+}

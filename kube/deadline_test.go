@@ -1,0 +1,195 @@
+package kube
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/z5labs/humus"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clienttesting "k8s.io/client-go/testing"
+)
+
+// leaseHold holds Lease updates, as a slow admission webhook on Leases
+// does, once hold is called and until release is; it records the holder
+// each update held names. Its reactor is installed before the controller
+// starts: client-go's fakes don't guard their reactor chains.
+type leaseHold struct {
+	holding  atomic.Bool
+	released chan struct{}
+	once     sync.Once
+
+	mu      sync.Mutex
+	holders []string
+}
+
+func (f *fakeCluster) leaseHold() *leaseHold {
+	h := &leaseHold{released: make(chan struct{})}
+	f.kube.PrependReactor("update", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		if !h.holding.Load() {
+			return false, nil, nil
+		}
+		l := action.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		h.mu.Lock()
+		h.holders = append(h.holders, holder(l))
+		h.mu.Unlock()
+		<-h.released
+		return false, nil, nil
+	})
+	return h
+}
+
+func (h *leaseHold) hold()    { h.holding.Store(true) }
+func (h *leaseHold) release() { h.once.Do(func() { close(h.released) }) }
+
+// held returns the holders the updates held named.
+func (h *leaseHold) held() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]string(nil), h.holders...)
+}
+
+// reconcileLog records when each reconcile started and when its context
+// was cancelled.
+type reconcileLog struct {
+	mu        sync.Mutex
+	starts    []time.Time
+	cancelled []time.Time
+}
+
+func (r *reconcileLog) reconciler() Reconciler[widgetSpec, widgetStatus] {
+	return ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+		r.mu.Lock()
+		r.starts = append(r.starts, time.Now())
+		r.mu.Unlock()
+		<-ctx.Done()
+		r.mu.Lock()
+		r.cancelled = append(r.cancelled, time.Now())
+		r.mu.Unlock()
+		// A Reconciler that reports what it saw even when cancelled.
+		return Result[widgetStatus]{Status: &widgetStatus{Message: "cancelled"}}, nil
+	})
+}
+
+func (r *reconcileLog) get() (starts, cancelled []time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]time.Time(nil), r.starts...), append([]time.Time(nil), r.cancelled...)
+}
+
+func TestHeldRenewalsStopTheWorkAtTheLeaseDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1), newWidget("w2", 2))
+		lh := f.leaseHold()
+		defer lh.release()
+		var log reconcileLog
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(), log.reconciler())
+		s := serve(t, c)
+		synctest.Wait()
+		starts, _ := log.get()
+		require.Len(t, starts, 1)
+
+		// The Lease was taken just now; every renewal from now on hangs.
+		lh.hold()
+		heldAt := time.Now()
+		time.Sleep(15 * time.Second) // LeaseDuration: another replica may take the Lease now
+		synctest.Wait()
+
+		starts, cancelled := log.get()
+		require.Len(t, starts, 1, "no key is taken once the deadline passed")
+		require.Len(t, cancelled, 1, "the reconcile in flight is cancelled, though the renewal still hangs")
+		require.LessOrEqual(t, cancelled[0].Sub(heldAt), 10*time.Second,
+			"by RenewDeadline after the last renewal that succeeded, though client-go's renewal still hangs")
+		require.Empty(t, f.statusApplies(), "a replica past its deadline applies nothing")
+
+		// The fake ignores the renewal's context, which the real client
+		// cancels once the Lease is lost: the test lets it return.
+		lh.release()
+		<-s.done
+		require.ErrorIs(t, s.err, ErrLostLeadership)
+		require.NotContains(t, lh.held(), "", "a lost Lease is never released")
+		require.Equal(t, "replica-1", holder(f.lease(t)))
+	})
+}
+
+func TestARenewalThatSucceedsPastTheDeadlineDoesNotResumeTheWork(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// As a replica paused past LeaseDuration, whose renewal in flight
+		// completes once it wakes.
+		f := newFakeCluster(t, newWidget("w1", 1), newWidget("w2", 2))
+		lh := f.leaseHold()
+		defer lh.release()
+		var log reconcileLog
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(), log.reconciler())
+		s := serve(t, c)
+		synctest.Wait()
+
+		lh.hold()
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		lh.release() // the held renewal succeeds, late
+		<-s.done
+		require.ErrorIs(t, s.err, ErrLostLeadership)
+
+		starts, cancelled := log.get()
+		require.Len(t, starts, 1, "no key is taken after the late renewal")
+		require.Len(t, cancelled, 1)
+		require.Empty(t, f.statusApplies())
+		require.NotContains(t, lh.held(), "", "a lost Lease is never released")
+	})
+}
+
+func TestAnotherHolderSeenStopsTheWorkAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1), newWidget("w2", 2))
+		var log reconcileLog
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(), log.reconciler())
+		s := serve(t, c)
+		synctest.Wait()
+
+		stolenAt := time.Now()
+		f.stealLease(t)
+		time.Sleep(5 * time.Second) // one RetryPeriod, jittered by up to 1.2 of it
+		synctest.Wait()
+		starts, cancelled := log.get()
+		require.Len(t, starts, 1)
+		require.Len(t, cancelled, 1, "the next renewal sees replica-2 and stops the work, within RenewDeadline")
+		require.LessOrEqual(t, cancelled[0].Sub(stolenAt), 5*time.Second)
+		<-s.done
+		require.ErrorIs(t, s.err, ErrLostLeadership)
+		require.Empty(t, f.statusApplies())
+		require.Equal(t, "replica-2", holder(f.lease(t)))
+	})
+}
+
+func TestTheLeaseIsValidOnlyBeforeItsDeadlineByTheClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t)
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(), noopReconciler())
+		lost := make(chan struct{})
+		l := c.newLease(context.Background(), func() { close(lost) })
+		require.ErrorIs(t, l.valid(), errNotLeading, "before it leads")
+
+		l.renewed(time.Now())
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		l.startLeading(ctx)
+		require.NoError(t, l.valid())
+		l.renewed(time.Now().Add(-9 * time.Second)) // a renewal that took 9s
+		require.NoError(t, l.valid())
+
+		// At the deadline the Lease is lost, whether or not the timer's
+		// goroutine has run yet, as in a process just woken.
+		time.Sleep(time.Second)
+		require.ErrorIs(t, l.valid(), errLeaseExpired)
+		<-lost
+		require.ErrorIs(t, context.Cause(l.ctx), errLeaseExpired)
+		l.renewed(time.Now())
+		require.ErrorIs(t, l.valid(), errLeaseExpired, "a loss is for good")
+	})
+}
