@@ -47,7 +47,7 @@ func newLeaseHolder(t *testing.T, cluster *controlplane.Cluster) *leaseHolder {
 	h := &leaseHolder{}
 	proxy := httputil.NewSingleHostReverseProxy(&url.URL{Scheme: "https", Host: cluster.Server})
 	proxy.Transport = &http.Transport{TLSClientConfig: cluster.TLS.Clone(), ForceAttemptHTTP2: true}
-	proxy.FlushInterval = -1 // watches stream
+	proxy.FlushInterval = -1                    // watches stream
 	proxy.ErrorLog = log.New(io.Discard, "", 0) // the held updates' client gives up
 	h.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method == http.MethodPatch {
