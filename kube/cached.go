@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -150,6 +151,9 @@ func decodeJSON(raw []byte, obj any) error {
 	if err := json.Unmarshal(raw, obj); err != nil {
 		if te, ok := errors.AsType[*json.UnmarshalTypeError](err); ok && te.Field != "" {
 			return fmt.Errorf("field %s: a JSON %s doesn't fit a Go %v", te.Field, te.Value, te.Type)
+		}
+		if p := fieldPath(raw, reflect.TypeOf(obj)); p != "" {
+			return fmt.Errorf("field %s: %w", p, err)
 		}
 		return err
 	}

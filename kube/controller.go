@@ -80,6 +80,10 @@ type Controller struct {
 	// then the cache still shows it with its finalizer, and a key queued
 	// again while f ran would run f a second time.
 	finalized sync.Map // types.UID → struct{}
+	// blocked holds, for each object being deleted whose finalizer can't
+	// run because it can't be decoded, the message blockedFinalizer
+	// applied, until the informer sees it deleted.
+	blocked sync.Map // types.UID → string
 	// own keeps the controller's own applies from queueing their objects
 	// again (ownwrites.go).
 	own ownWrites

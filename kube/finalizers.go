@@ -126,6 +126,7 @@ func (c *Controller) forgetFinalized(obj any) {
 	}
 	if m, err := meta.Accessor(obj); err == nil {
 		c.finalized.Delete(m.GetUID())
+		c.blocked.Delete(m.GetUID())
 	}
 }
 

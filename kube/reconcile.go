@@ -127,7 +127,13 @@ func (t objectType[T]) handle(ctx context.Context, c *Controller, u *cachedObjec
 	// Reconciler does changes the cache.
 	var obj T
 	if err := u.decode(&obj); err != nil {
-		return 0, fmt.Errorf("kube: decoding %s: %w", c.describe(u), err)
+		err = fmt.Errorf("kube: decoding %s: %w", c.describe(u), err)
+		// A deletion waits on a finalizer that can't run: say why on the
+		// object, where kubectl shows it.
+		if u.GetDeletionTimestamp() != nil && t.finalize != nil && c.hasFinalizer(u) && !c.wasFinalized(u) {
+			err = errors.Join(err, c.blockedFinalizer(ctx, u, err))
+		}
+		return 0, err
 	}
 
 	// 3. Handle the finalizer, and 4. leave an object that is being deleted

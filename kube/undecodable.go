@@ -1,0 +1,165 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// fieldPath returns the path, such as spec.resources.limits.memory or
+// spec.items[2].size, of the deepest value of raw that doesn't decode into
+// its field of t, or "" if raw fails as a whole or decodes. encoding/json
+// names the field of a mismatched type (UnmarshalTypeError.Field), but not
+// that of an error a json.Unmarshaler returns, as resource.Quantity's does
+// for "1Gx": fieldPath decodes raw again field by field to find it. It is
+// only called once a decode has failed.
+func fieldPath(raw []byte, t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if reflect.PointerTo(t).Implements(reflect.TypeFor[json.Unmarshaler]()) {
+		return "" // the value itself, decoded by its own UnmarshalJSON
+	}
+	fails := func(raw []byte, t reflect.Type) bool {
+		return json.Unmarshal(raw, reflect.New(t).Interface()) != nil
+	}
+	switch t.Kind() {
+	case reflect.Struct:
+		var fields map[string]json.RawMessage
+		if json.Unmarshal(raw, &fields) != nil {
+			return ""
+		}
+		byName := decodeFields(t)
+		for _, name := range sortedKeys(fields) {
+			ft, ok := byName[strings.ToLower(name)]
+			if !ok || !fails(fields[name], ft) {
+				continue
+			}
+			if sub := fieldPath(fields[name], ft); sub != "" {
+				if strings.HasPrefix(sub, "[") {
+					return name + sub
+				}
+				return name + "." + sub
+			}
+			return name
+		}
+	case reflect.Map:
+		var entries map[string]json.RawMessage
+		if json.Unmarshal(raw, &entries) != nil {
+			return ""
+		}
+		for _, key := range sortedKeys(entries) {
+			if !fails(entries[key], t.Elem()) {
+				continue
+			}
+			if sub := fieldPath(entries[key], t.Elem()); sub != "" {
+				return key + "." + sub
+			}
+			return key
+		}
+	case reflect.Slice, reflect.Array:
+		var items []json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return ""
+		}
+		for i, item := range items {
+			if !fails(item, t.Elem()) {
+				continue
+			}
+			p := "[" + strconv.Itoa(i) + "]"
+			if sub := fieldPath(item, t.Elem()); sub != "" {
+				if strings.HasPrefix(sub, "[") {
+					return p + sub
+				}
+				return p + "." + sub
+			}
+			return p
+		}
+	}
+	return ""
+}
+
+// decodeFields returns the type of each field encoding/json decodes into a
+// struct of type t, by its JSON name in lower case (encoding/json matches
+// names without regard to case), with embedded structs' fields promoted.
+func decodeFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		if tag == "-" {
+			continue
+		}
+		name, _, _ := strings.Cut(tag, ",")
+		ft := f.Type
+		if f.Anonymous && name == "" {
+			et := ft
+			if et.Kind() == reflect.Pointer {
+				et = et.Elem()
+			}
+			if et.Kind() == reflect.Struct {
+				for n, t := range decodeFields(et) {
+					if _, ok := out[n]; !ok {
+						out[n] = t
+					}
+				}
+				continue
+			}
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		out[strings.ToLower(name)] = ft
+	}
+	return out
+}
+
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
+
+// maxBlockedMessage bounds the annotation blockedFinalizer applies.
+const maxBlockedMessage = 1024
+
+// blockedFinalizer says on an object being deleted, whose finalizer can't
+// run because the object doesn't decode, why its deletion waits: it
+// applies an annotation named after the finalizer, whose value is decodeErr,
+// beside the finalizer, by server-side apply under the controller's field
+// manager. The next apply of the finalizer, or its removal, removes the
+// annotation. It applies once per object and message, however often the
+// key is retried. See "An object the controller can't decode" in the docs.
+func (c *Controller) blockedFinalizer(ctx context.Context, u *cachedObject, decodeErr error) error {
+	msg := "not finalized: " + decodeErr.Error()
+	if len(msg) > maxBlockedMessage {
+		msg = msg[:maxBlockedMessage]
+	}
+	if last, ok := c.blocked.Load(u.GetUID()); ok && last == msg {
+		return nil
+	}
+	if err := errors.Join(ctx.Err(), mayWork(ctx)); err != nil {
+		return fmt.Errorf("kube: not annotating %s: the reconcile was cancelled: %w", c.describe(u), err)
+	}
+	apply := c.applyObject(u)
+	md := apply.Object["metadata"].(map[string]any)
+	md["finalizers"] = []any{c.finalizer}
+	md["annotations"] = map[string]any{c.finalizer: msg}
+	_, err := c.own.apply(u.key(), func() (*unstructured.Unstructured, error) {
+		return c.clients.dynamic.Resource(c.gvr).Namespace(u.namespace).Apply(ctx, u.name, apply,
+			metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true})
+	})
+	if err != nil {
+		return fmt.Errorf("kube: annotating %s with why its finalizer %q can't run: %w", c.describe(u), c.finalizer, err)
+	}
+	c.blocked.Store(u.GetUID(), msg)
+	return nil
+}
