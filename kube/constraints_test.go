@@ -239,8 +239,10 @@ func TestConstraintsThatDontFitAreErrors(t *testing.T) {
 		kube.Items(kube.Field(&c.Items), kube.Values[string]().Minimum("a").MaxItems(2)),
 		kube.MapValues(kube.Field(&c.Labels), kube.Values[string]().Format("")),
 		kube.Field(&c.Name).XValidation(kube.CEL{Reason: "Because"}),
-	), kube.ValueRules(kube.Values[Window]().Pattern(regexp.MustCompile("x")))).CRD()
+	), kube.ValueRules(kube.Values[Window]().Pattern(regexp.MustCompile("x"))),
+		kube.ValueRules(kube.Values[string]().MaxLength(3))).CRD()
 	requireErrorsContain(t, err,
+		"kube: ValueRules[string]: string is not a type of your own",
 		"kube: spec.name: Rules for kube_test.constrained: constrained.Name: ExclusiveMinimum fits a number, not string",
 		"constrained.Count: MultipleOf is 0: it must be greater than 0",
 		"constrained.Ratio: MultipleOf is -0.5: it must be greater than 0",

@@ -339,8 +339,18 @@ func applyValues(cs []constraint, p *apiextensionsv1.JSONSchemaProps) error {
 // type Port int32 with a Minimum and a Maximum. A field of type T with
 // constraints of its own has both, its own last. A constraint that doesn't
 // fit T is an error from CRD, as is a second TypeRules for T.
+//
+// T must be a named type declared in a package, not a predeclared one such
+// as string or int32: those appear in every field of their type, the
+// Kubernetes types a spec embeds included, so constraining them is an error
+// from CRD; constrain the field with Field instead, or declare a type.
 func ValueRules[T any](v ValuesOf[T]) TypeRules {
-	return TypeRules{typ: reflect.TypeFor[T](), values: slices.Clone(v.cs)}
+	t := reflect.TypeFor[T]()
+	r := TypeRules{typ: t, values: slices.Clone(v.cs)}
+	if t.PkgPath() == "" {
+		r.errs = append(r.errs, fmt.Errorf("kube: ValueRules[%s]: %s is not a type of your own, and would constrain every %s field, Kubernetes' own included: declare one (type Phase %s) or constrain the field with kube.Field", t, t, t, t))
+	}
+	return r
 }
 
 // constrainsValue reports whether one of cs constrains the value.
