@@ -398,6 +398,8 @@ func TestFaults(t *testing.T) {
 		require.NoError(t, r0.proc.Signal(syscall.SIGTERM))
 		require.Equal(t, 0, r0.waitExit(t, 30*time.Second))
 	})
+
+	testNeverTwoLeaders(t, e)
 }
 
 // backlog is how many Memcacheds the SIGTERM test queues: the 1000

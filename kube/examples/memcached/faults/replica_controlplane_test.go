@@ -34,8 +34,8 @@ import (
 
 // appEnv, set in this test binary's environment, makes it the Memcached
 // App (see TestMain): app.Init, as cmd/memcached runs it, whose telemetry
-// also writes an event line to stdout as each reconcile and each request
-// starts and ends, and for each log record.
+// also writes an event line to stdout as each reconcile starts and ends,
+// as each request ends (with its start time), and for each log record.
 const appEnv = "HUMUS_FAULTS_APP"
 
 func TestMain(m *testing.M) {
@@ -59,7 +59,7 @@ type event struct {
 // eventTelemetry is the App's own telemetry (appconfig.BuildTelemetry: log
 // records as JSON on stderr) with the events added: a span processor
 // writes reconcile-start and reconcile-end for each reconcile span, and
-// request for each client span's start (every request but a watch); a log
+// request for each client span (every request but a watch); a log
 // processor writes each record's body and object.
 func eventTelemetry(ctx context.Context, h humus.Host) (humus.Telemetry, error) {
 	exp, err := stdoutlog.New(stdoutlog.WithWriter(h.Stderr))
@@ -114,8 +114,17 @@ func (p spanEvents) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) {
 	switch {
 	case strings.HasPrefix(s.Name(), "reconcile "):
 		p.w.write(event{T: s.StartTime(), Ev: "reconcile-start", Key: objectKey(s.Attributes())})
+	}
+}
+
+// OnEnd writes reconcile-end, and a client span's request, at its start
+// time: otelhttp sets the method and URL only once the request is sent.
+func (p spanEvents) OnEnd(s sdktrace.ReadOnlySpan) {
+	switch {
+	case strings.HasPrefix(s.Name(), "reconcile "):
+		p.w.write(event{T: s.EndTime(), Ev: "reconcile-end", Key: objectKey(s.Attributes())})
 	case s.SpanKind() == trace.SpanKindClient:
-		e := event{T: s.StartTime(), Ev: "request"}
+		e := event{T: s.StartTime(), Ev: "request", Method: s.Name()}
 		for _, kv := range s.Attributes() {
 			switch kv.Key {
 			case "http.request.method", "http.method":
@@ -125,12 +134,6 @@ func (p spanEvents) OnStart(_ context.Context, s sdktrace.ReadWriteSpan) {
 			}
 		}
 		p.w.write(e)
-	}
-}
-
-func (p spanEvents) OnEnd(s sdktrace.ReadOnlySpan) {
-	if strings.HasPrefix(s.Name(), "reconcile ") {
-		p.w.write(event{T: s.EndTime(), Ev: "reconcile-end", Key: objectKey(s.Attributes())})
 	}
 }
 
