@@ -113,11 +113,15 @@ func testNeverTwoLeaders(t *testing.T, e apptest.Env) {
 func requireNoWorkAfter(t *testing.T, r *replica, at time.Time) {
 	t.Helper()
 	late := 0
+	var last time.Time // the old leader's last work before at
 	for _, ev := range r.Events() {
+		write := ev.Ev == "request" && ev.Method != http.MethodGet && !strings.Contains(ev.URL, "/leases/")
 		if !ev.T.After(at) {
+			if ev.Ev == "reconcile-start" || write {
+				last = ev.T
+			}
 			continue
 		}
-		write := ev.Ev == "request" && ev.Method != http.MethodGet && !strings.Contains(ev.URL, "/leases/")
 		if ev.Ev == "reconcile-start" || write {
 			late++
 			t.Errorf("%s, the old leader, at %s (%v after the new leader acquired): %s %s %s %s", r.id,
@@ -126,6 +130,9 @@ func requireNoWorkAfter(t *testing.T, r *replica, at time.Time) {
 				t.FailNow()
 			}
 		}
+	}
+	if !last.IsZero() {
+		t.Logf("%s's last reconcile start or write was at %s, %v before the new leader acquired", r.id, last.Format(time.StampMilli), at.Sub(last).Round(time.Millisecond))
 	}
 }
 
