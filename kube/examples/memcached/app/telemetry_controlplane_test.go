@@ -4,14 +4,18 @@ package app_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
@@ -65,13 +69,34 @@ func testExportsMetricsAndTraces(t *testing.T, e apptest.Env) {
 	waitAvailable(t, memcacheds, "cache")
 
 	t.Run("MetricsAreServedBesideTheProbesInPrometheusTextFormat", func(t *testing.T) {
-		resp, err := http.Get("http://" + probes + appconfig.MetricsPath)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-		parser := expfmt.NewTextParser(model.LegacyValidation)
-		families, err := parser.TextToMetricFamilies(resp.Body)
-		require.NoError(t, err)
+		// The two unfinished-duration gauges are first set by the work
+		// queue's own update loop, every 500ms after the queue starts, so
+		// a scrape is awaited until it holds every family.
+		var families map[string]*dto.MetricFamily
+		apptest.Eventually(t, 10*time.Second, "every controller metric on /metrics", func(ctx context.Context) (bool, error) {
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+probes+appconfig.MetricsPath, nil)
+			if err != nil {
+				return false, err
+			}
+			resp, err := http.DefaultClient.Do(req)
+			if err != nil {
+				return false, err
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				return false, fmt.Errorf("GET %s: %s", appconfig.MetricsPath, resp.Status)
+			}
+			parser := expfmt.NewTextParser(model.LegacyValidation)
+			if families, err = parser.TextToMetricFamilies(resp.Body); err != nil {
+				return false, err
+			}
+			for _, name := range controllerMetrics {
+				if _, ok := families[name]; !ok {
+					return false, nil
+				}
+			}
+			return true, nil
+		})
 		for _, name := range controllerMetrics {
 			f, ok := families[name]
 			require.True(t, ok, "the family %s", name)
