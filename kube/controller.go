@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -167,7 +168,7 @@ func newController[Spec, Status any](s *humus.Setup, cl clients, clErr error, se
 	if r.Scope == Cluster && settings.Namespace != "" {
 		errs = append(errs, fmt.Errorf("kube: %s is cluster-scoped, so Settings.Namespace must be \"\", not %q", r.Kind, settings.Namespace))
 	}
-	if rec == nil {
+	if isNil(rec) {
 		errs = append(errs, errors.New("kube: the Reconciler is nil"))
 	}
 	p, err := collectParts[Object[Spec, Status]](parts)
@@ -262,4 +263,18 @@ func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.Grou
 		tel:       tel,
 		done:      make(chan struct{}),
 	}, nil
+}
+
+// isNil reports whether v is nil, or holds a nil func, pointer, map or
+// channel, such as a ReconcilerFunc(nil), which would panic on every
+// reconcile.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Func, reflect.Pointer, reflect.Map, reflect.Chan, reflect.Interface, reflect.Slice:
+		return rv.IsNil()
+	}
+	return false
 }

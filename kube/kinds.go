@@ -64,7 +64,7 @@ func newKindController[T any](s *humus.Setup, cl clients, clErr error, settings 
 	if k.Scope == Cluster && settings.Namespace != "" {
 		errs = append(errs, fmt.Errorf("kube: %s is cluster-scoped, so Settings.Namespace must be \"\", not %q", k.Kind, settings.Namespace))
 	}
-	if rec == nil {
+	if isNil(rec) {
 		errs = append(errs, errors.New("kube: the KindReconciler is nil"))
 	}
 	p, err := collectParts[T](parts)

@@ -172,6 +172,9 @@ func TestNewKindControllerNamesEveryMistake(t *testing.T) {
 
 	_, err = newKindController[corev1.Namespace](&humus.Setup{}, clients{}, nil, testSettings(), namespaces(), nil)
 	require.ErrorContains(t, err, "the KindReconciler is nil")
+	// A nil func is a nil Reconciler too: it would panic on every reconcile.
+	_, err = newKindController(&humus.Setup{}, clients{}, nil, testSettings(), namespaces(), KindReconcilerFunc[corev1.Namespace](nil))
+	require.ErrorContains(t, err, "the KindReconciler is nil")
 }
 
 // failingMeter is a Meter whose instruments can't be created.
