@@ -190,6 +190,9 @@ func TestStartProcessSignalsPausesAndKillsTheGroup(t *testing.T) {
 	}
 	_ = syscall.Kill(child, syscall.SIGKILL) // the shell's orphan: SIGTERM went to the shell alone
 
+	// dash runs sleep in a vfork child: a SIGSTOP that stops the child
+	// before its exec leaves the shell unable to stop, and Pause must still
+	// return (it once waited for ever).
 	cmd = exec.Command("/bin/sh", "-c", "sleep 60")
 	p, err = StartProcess("app", cmd)
 	if err != nil {

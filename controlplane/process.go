@@ -124,7 +124,9 @@ func (p *Process) Signal(sig syscall.Signal) error {
 // Pause stops the process's whole group with SIGSTOP, as a long garbage
 // collection pause or a frozen VM does: it runs nothing, and its open
 // connections stay open but unanswered, until Continue. On Linux it returns
-// once the process is stopped (or has exited). Errors: as Signal's.
+// once the process is stopped (or has exited), or after a second if it
+// can't stop yet (a shell held in vfork by a child stopped before its
+// exec). Errors: as Signal's.
 func (p *Process) Pause() error {
 	if err := p.signal(syscall.SIGSTOP, true); err != nil {
 		return err
