@@ -15,8 +15,9 @@ import (
 // The Memcached types of the spec's "In use", as an end user writes them.
 
 type MemcachedSpec struct {
-	Size  int32  `json:"size"`
-	Image string `json:"image"`
+	Size          int32  `json:"size"`
+	Image         string `json:"image"`
+	ConfigMapName string `json:"configMapName,omitempty"`
 }
 
 type MemcachedStatus struct {
@@ -45,6 +46,7 @@ var (
 			kube.Rules(&spec,
 				kube.Field(&spec.Size).Minimum(1).Maximum(3).Description("How many memcached pods run."),
 				kube.Field(&spec.Image).Pattern(regexp.MustCompile(`^memcached:`)).Default("memcached:1.6.26-alpine3.19"),
+				kube.Field(&spec.ConfigMapName).Description("The ConfigMap, in the Memcached's namespace, whose data are memcached's options: each key a long option, such as memory-limit, and its value the option's, such as \"64\" for --memory-limit=64. A change to it rolls the pods."),
 			),
 			kube.Rules(&status,
 				kube.Field(&status.Conditions).ListMap("type"),

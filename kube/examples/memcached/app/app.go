@@ -41,7 +41,8 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 // a test runs the App with a Connection it filled itself. The Init builds
 // the Client and a clientset on its Config, and returns two Services: the
 // Controller of Memcached, whose Reconciler applies each one's Deployment,
-// that owns deployments and finalizes with FinalizerName; and the probes
+// that owns deployments, watches the ConfigMaps Memcacheds name and
+// finalizes with FinalizerName; and the probes
 // Service on cfg.ProbesAddr serving health.Readiness(ctrl.Synced()) and
 // the metrics at /metrics (appconfig.Metrics). It
 // returns the errors NewClient and NewController return.
@@ -61,6 +62,12 @@ func New(cfg Config) humus.Init {
 		}
 		ctrl, err := kube.NewController(s, client, cfg.Settings, Memcached, Reconciler{Kube: kc},
 			kube.Owns(appsv1.SchemeGroupVersion.WithResource("deployments")),
+			// A Memcached's ConfigMap isn't its own: a change to it maps to
+			// the Memcacheds that name it. The cache holds the ConfigMaps
+			// whole, for the Reconciler to read their data from.
+			kube.Watches(ConfigMaps(),
+				kube.References(func(m Object) []string { return []string{m.Spec.ConfigMapName} }),
+				kube.CacheObjects()),
 			kube.Finalize(FinalizerName, fin.Finalize),
 		)
 		if err != nil {

@@ -4,8 +4,10 @@ package app_test
 
 import (
 	"context"
+	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -17,9 +19,11 @@ import (
 	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -145,6 +149,10 @@ func TestMemcachedApp(t *testing.T) {
 			},
 			func(ctx context.Context, kc kubernetes.Interface) error {
 				_, err := kc.CoordinationV1().Leases("memcached-system").Get(ctx, app.FieldManager, metav1.GetOptions{})
+				return err
+			},
+			func(ctx context.Context, kc kubernetes.Interface) error {
+				_, err := kc.CoreV1().ConfigMaps("").List(ctx, metav1.ListOptions{Limit: 1})
 				return err
 			})
 		_, err = sa.CoreV1().Secrets(ns).List(t.Context(), metav1.ListOptions{})
@@ -407,6 +415,10 @@ func testLifecycle(t *testing.T, e apptest.Env, ns string, tel *humustest.Teleme
 		scaleAndWaitUndone(t, deployments, "cache", 2)
 	})
 
+	t.Run("AChangeOfItsConfigMapIsAppliedWithinASecondReadFromTheCache", func(t *testing.T) {
+		testConfigMap(t, e, ns, memcacheds, tel)
+	})
+
 	t.Run("DeletingRunsTheFinalizerOnceAndTheDeletionCompletes", func(t *testing.T) {
 		deleteMemcached(t, memcacheds, "cache")
 		require.Equal(t, 1, apptest.CountRecords(tel, "memcached finalized"))
@@ -435,6 +447,80 @@ func testLifecycle(t *testing.T, e apptest.Env, ns string, tel *humustest.Teleme
 		require.Equal(t, m.GetUID(), ev.Regarding.UID)
 		t.Logf("kubectl describe would show: %s %s: %s", ev.Type, ev.Reason, ev.Note)
 		deleteMemcached(t, memcacheds, name)
+	})
+}
+
+// testConfigMap shows the Controller's Watches of the ConfigMaps that
+// Memcacheds name: the Memcached cache, in ns, is reconciled within a
+// second of the ConfigMap it names being created or changed, with no
+// After, and its Deployment runs memcached with the ConfigMap's options;
+// the Reconciler reads the ConfigMap from the cache, with no GET of it.
+func testConfigMap(t *testing.T, e apptest.Env, ns string, memcacheds dynamic.ResourceInterface, tel *humustest.Telemetry) {
+	ctx := t.Context()
+	configMaps := e.Kube.CoreV1().ConfigMaps(ns)
+	deployments := e.Kube.AppsV1().Deployments(ns)
+
+	// Named before it exists: Available False, and nothing applied that
+	// the missing options would change.
+	_, err := memcacheds.Patch(ctx, "cache", types.MergePatchType,
+		[]byte(`{"spec":{"configMapName":"cache-options"}}`), metav1.PatchOptions{FieldManager: "test"})
+	require.NoError(t, err)
+	waitCondition(t, memcacheds, "cache", metav1.ConditionFalse, "ConfigMapNotFound")
+
+	// Created, then changed: each is applied within a second, by the
+	// watch alone, since the Reconciler returns no After.
+	args := func(want ...string) {
+		t.Helper()
+		start := time.Now()
+		apptest.Eventually(t, time.Second, fmt.Sprintf("the Deployment's args to be %v", want), func(ctx context.Context) (bool, error) {
+			d, err := deployments.Get(ctx, "cache", metav1.GetOptions{})
+			return err == nil && slices.Equal(d.Spec.Template.Spec.Containers[0].Args, want), err
+		})
+		t.Logf("the Deployment ran memcached with %v %v after the ConfigMap's change", want, time.Since(start).Round(time.Millisecond))
+	}
+	cm, err := configMaps.Create(ctx, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "cache-options"},
+		Data:       map[string]string{"memory-limit": "64"},
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	args("--memory-limit=64")
+	waitAvailable(t, memcacheds, "cache")
+
+	cm.Data["conn-limit"] = "512"
+	cm.Data["memory-limit"] = "128"
+	_, err = configMaps.Update(ctx, cm, metav1.UpdateOptions{})
+	require.NoError(t, err)
+	args("--conn-limit=512", "--memory-limit=128")
+
+	// Every ConfigMap request the App made is its informer's list or
+	// watch of the collection, none a GET of one; its applies of the
+	// Deployment show its requests are recorded.
+	applies := 0
+	for _, s := range tel.Spans() {
+		for _, kv := range s.Attributes() {
+			if kv.Key == "url.full" {
+				require.NotContains(t, kv.Value.AsString(), "/configmaps/", "the App's request %s", s.Name())
+				if strings.Contains(kv.Value.AsString(), "/deployments/cache?") {
+					applies++
+				}
+			}
+		}
+	}
+	require.NotZero(t, applies, "the App's recorded applies of the Deployment")
+}
+
+// waitCondition waits until the Memcached name's status has the condition
+// Available of status and reason, of its current generation.
+func waitCondition(t *testing.T, ri dynamic.ResourceInterface, name string, status metav1.ConditionStatus, reason string) {
+	t.Helper()
+	apptest.Eventually(t, 10*time.Second, "the Available condition "+string(status)+" "+reason, func(ctx context.Context) (bool, error) {
+		got, err := ri.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		obj := decode(t, got)
+		c := meta.FindStatusCondition(obj.Status.Conditions, "Available")
+		return c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == obj.Generation, nil
 	})
 }
 

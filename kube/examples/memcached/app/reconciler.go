@@ -3,9 +3,14 @@ package app
 import (
 	"context"
 	"fmt"
+	"maps"
+	"slices"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
@@ -25,15 +30,35 @@ const FieldManager = "memcached-controller"
 type Reconciler struct{ Kube kubernetes.Interface }
 
 // Reconcile applies m's Deployment with server-side apply: m.Spec.Size
-// replicas of m.Spec.Image, with a controller owner reference to m, so the
-// Deployment is garbage collected with m and a change to it reconciles m
-// again. The returned status has the Deployment's ready replicas and
-// Available True. The first apply of each generation of m's spec is a
-// Normal Event on m, DeploymentApplied, which kubectl describe shows; a
-// failed reconcile is a Warning Event the controller records itself. When the apply fails, it returns the error and a status
-// whose Available is Unknown with the error as its message, so the failure
-// shows in kubectl get while the controller retries.
+// replicas of m.Spec.Image, run with the options of the ConfigMap that
+// m.Spec.ConfigMapName names (see options), with a controller owner
+// reference to m, so the Deployment is garbage collected with m and a
+// change to it reconciles m again. The returned status has the
+// Deployment's ready replicas and Available True. The first apply of each
+// generation of m's spec is a Normal Event on m, DeploymentApplied, which
+// kubectl describe shows; a failed reconcile is a Warning Event the
+// controller records itself. When the apply fails, it returns the error and
+// a status whose Available is Unknown with the error as its message, so the
+// failure shows in kubectl get while the controller retries.
+//
+// A ConfigMap that m names but that doesn't exist is no error: Reconcile
+// applies nothing and reports Available False, ConfigMapNotFound, and the
+// Controller's watch of ConfigMaps reconciles m again once it is created,
+// with no retry and no After.
 func (r Reconciler) Reconcile(ctx context.Context, m Object) (kube.Result[MemcachedStatus], error) {
+	st := m.Status
+	args, err := options(ctx, m)
+	if apierrors.IsNotFound(err) {
+		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+			Type: "Available", Status: metav1.ConditionFalse, Reason: "ConfigMapNotFound",
+			Message:            fmt.Sprintf("the ConfigMap %s/%s, which spec.configMapName names, doesn't exist", m.Namespace, m.Spec.ConfigMapName),
+			ObservedGeneration: m.Generation,
+		})
+		return kube.Result[MemcachedStatus]{Status: &st}, nil
+	}
+	if err != nil {
+		return kube.Result[MemcachedStatus]{}, err
+	}
 	labels := map[string]string{"app": "memcached", "memcached": m.Name}
 	d, err := r.Kube.AppsV1().Deployments(m.Namespace).Apply(ctx,
 		appsv1ac.Deployment(m.Name, m.Namespace).
@@ -44,10 +69,9 @@ func (r Reconciler) Reconcile(ctx context.Context, m Object) (kube.Result[Memcac
 				WithTemplate(corev1ac.PodTemplateSpec().
 					WithLabels(labels).
 					WithSpec(corev1ac.PodSpec().WithContainers(
-						corev1ac.Container().WithName("memcached").WithImage(m.Spec.Image))))),
+						corev1ac.Container().WithName("memcached").WithImage(m.Spec.Image).WithArgs(args...))))),
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true},
 	)
-	st := m.Status
 	if err != nil {
 		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
 			Type: "Available", Status: metav1.ConditionUnknown, Reason: "ApplyFailed",
@@ -65,4 +89,36 @@ func (r Reconciler) Reconcile(ctx context.Context, m Object) (kube.Result[Memcac
 		ObservedGeneration: m.Generation,
 	})
 	return kube.Result[MemcachedStatus]{Status: &st}, nil
+}
+
+// ConfigMaps is the resource of the ConfigMaps that Memcacheds name in
+// their spec, which the Controller watches (New's kube.Watches) and the
+// Reconciler reads from the Controller's cache.
+func ConfigMaps() schema.GroupVersionResource {
+	return corev1.SchemeGroupVersion.WithResource("configmaps")
+}
+
+// options returns memcached's command-line options from the ConfigMap m
+// names, "--key=value" for each of its data's keys, in the keys' order, as
+// the Controller's cache holds it: reading it makes no request. A Memcached
+// that names no ConfigMap has none. It returns an error for which
+// apierrors.IsNotFound reports true when the ConfigMap doesn't exist, and
+// kube.ListerFrom's errors.
+func options(ctx context.Context, m Object) ([]string, error) {
+	if m.Spec.ConfigMapName == "" {
+		return nil, nil
+	}
+	configMaps, err := kube.ListerFrom[corev1.ConfigMap](ctx, ConfigMaps())
+	if err != nil {
+		return nil, err
+	}
+	cm, err := configMaps.Get(m.Namespace, m.Spec.ConfigMapName)
+	if err != nil {
+		return nil, err
+	}
+	args := make([]string, 0, len(cm.Data))
+	for _, k := range slices.Sorted(maps.Keys(cm.Data)) {
+		args = append(args, "--"+k+"="+cm.Data[k])
+	}
+	return args, nil
 }

@@ -18,10 +18,11 @@ import (
 )
 
 // MemcachedSpec is what a Memcached declares: how many memcached pods run,
-// and their image.
+// their image, and the ConfigMap, if any, that holds memcached's options.
 type MemcachedSpec struct {
-	Size  int32  `json:"size"`
-	Image string `json:"image"`
+	Size          int32  `json:"size"`
+	Image         string `json:"image"`
+	ConfigMapName string `json:"configMapName,omitempty"`
 }
 
 // MemcachedStatus is what the controller reports: the ready replicas of the
@@ -39,7 +40,8 @@ var (
 	// Memcached is the custom resource memcacheds.cache.example.com,
 	// version v1alpha1. Its Rules are the book's validation markers as
 	// typed values: a Size from 1 to 3, and an Image that starts with
-	// "memcached:" and defaults to memcached:1.6.26-alpine3.19. kubectl get
+	// "memcached:" and defaults to memcached:1.6.26-alpine3.19, and an
+	// optional ConfigMapName. kubectl get
 	// mc shows whether each is READY (its Available condition), its SIZE
 	// and its AGE.
 	Memcached = kube.Resource[MemcachedSpec, MemcachedStatus]{
@@ -58,6 +60,7 @@ var (
 			kube.Rules(&spec,
 				kube.Field(&spec.Size).Minimum(1).Maximum(3).Description("How many memcached pods run."),
 				kube.Field(&spec.Image).Pattern(regexp.MustCompile(`^memcached:`)).Default("memcached:1.6.26-alpine3.19"),
+				kube.Field(&spec.ConfigMapName).Description("The ConfigMap, in the Memcached's namespace, whose data are memcached's options: each key a long option, such as memory-limit, and its value the option's, such as \"64\" for --memory-limit=64. A change to it rolls the pods."),
 			),
 			kube.Rules(&status,
 				kube.Field(&status.Conditions).ListMap("type"),
