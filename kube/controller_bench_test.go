@@ -206,7 +206,7 @@ func must[T any](v T, err error) T {
 	return v
 }
 
-// BenchmarkDecode compares the controller's decode, from the cached JSON,
+// BenchmarkDecode compares the controller's decode (decodeJSON), from the cached JSON,
 // with apimachinery's DefaultUnstructuredConverter on a deep copy of an
 // unstructured object, as the cache held it before, which converts a
 // number to a narrower field silently, so the controller doesn't use it.

@@ -1,0 +1,156 @@
+package kube
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/randfill"
+)
+
+// decodeBoth decodes raw into a new value of T with decodeJSON and with
+// encoding/json, and fails t unless both give the same value, or both an
+// error.
+func decodeBoth[T any](t *testing.T, raw []byte) {
+	t.Helper()
+	var got, want T
+	errGot := decodeJSON(raw, &got)
+	errWant := json.Unmarshal(raw, &want)
+	if (errGot == nil) != (errWant == nil) {
+		t.Fatalf("decodeJSON(%.200q) = %v; encoding/json: %v", raw, errGot, errWant)
+	}
+	if errGot == nil && !reflect.DeepEqual(got, want) {
+		t.Fatalf("decodeJSON(%.200q) = %+v; encoding/json decodes %+v", raw, got, want)
+	}
+}
+
+// TestDecodeJSONAgreesWithEncodingJSON decodes random objects of the
+// controller's and Kubernetes' own types, as randfill fills them and
+// encoding/json encodes them, with decodeJSON's fast decoder and with
+// encoding/json, and requires the same values.
+func TestDecodeJSONAgreesWithEncodingJSON(t *testing.T) {
+	f := randfill.NewWithSeed(1).NilChance(0.2).NumElements(0, 3).MaxDepth(12)
+	agree := func(name string, fill func() any, decode func(*testing.T, []byte)) {
+		t.Run(name, func(t *testing.T) {
+			for range 200 {
+				v := fill()
+				raw, err := json.Marshal(v)
+				if err != nil {
+					continue // a random value that doesn't encode (an invalid Quantity)
+				}
+				decode(t, raw)
+			}
+		})
+	}
+	agree("Object", func() any { var o benchObject; f.Fill(&o); return o }, decodeBoth[benchObject])
+	agree("Memcached", func() any { var o Object[benchMemcachedSpec, benchMemcachedStatus]; f.Fill(&o); return o }, decodeBoth[Object[benchMemcachedSpec, benchMemcachedStatus]])
+	agree("PodTemplateSpec", func() any { var o corev1.PodTemplateSpec; f.Fill(&o); return o }, decodeBoth[corev1.PodTemplateSpec])
+	agree("Deployment", func() any { var o appsv1.Deployment; f.Fill(&o); return o }, decodeBoth[appsv1.Deployment])
+}
+
+// TestDecodeJSONErrorsAreEncodingJSONs shows that on bad input decodeJSON
+// returns encoding/json's error, with the field path.
+func TestDecodeJSONErrorsAreEncodingJSONs(t *testing.T) {
+	for _, c := range []struct{ raw, want string }{
+		{`{"spec":{"replicas":1099511627776}}`, "field spec.replicas: a JSON number 1099511627776 doesn't fit a Go int32"},
+		{`{"spec":{"replicas":1.5}}`, "field spec.replicas: a JSON number 1.5 doesn't fit a Go int32"},
+		{`{"spec":{"replicas":"3"}}`, "field spec.replicas: a JSON string doesn't fit a Go int32"},
+		{`{"spec":{"env":{}}}`, "field spec.env: a JSON object doesn't fit a Go []kube.benchEnv"},
+	} {
+		var obj benchObject
+		if err := decodeJSON([]byte(c.raw), &obj); err == nil || err.Error() != c.want {
+			t.Errorf("decodeJSON(%s) = %v, want %q", c.raw, err, c.want)
+		}
+	}
+	var notAPointer benchObject
+	if err := decodeJSON([]byte(`{}`), notAPointer); err == nil {
+		t.Error("decodeJSON into a non-pointer succeeded")
+	}
+}
+
+// FuzzDecodeJSON holds decodeJSON to encoding/json's result on the JSON the
+// cache holds: what encoding/json encodes (the cache's JSON is the
+// informer's object re-encoded), with keys as the type's JSON names (what a
+// structural schema lets through: an input with a key that differs from a
+// field's name only in case is skipped, as encoding/json matches it and the
+// fast decoder may not). Invalid JSON is skipped: the cache never
+// holds it, and the fast decoder skips an unknown field without checking
+// its syntax. Each valid input is decoded by encoding/json and re-encoded
+// so; one it can't decode must be an error for decodeJSON too. `go test` runs the seeds; `go test -fuzz FuzzDecodeJSON`
+// searches.
+func FuzzDecodeJSON(f *testing.F) {
+	for _, seed := range []string{
+		`{"metadata":{"name":"a","labels":{"x":"y"}},"spec":{"image":"i","replicas":3,"env":[{"name":"A","value":"1"}]}}`,
+		`{"spec":{"replicas":-1}}`, `{"spec":{"replicas":1e3}}`, `{"Spec":{"Replicas":2}}`,
+		`{"status":{"conditions":[{"type":"Ready","lastTransitionTime":"2026-12-01T00:00:00Z"}]}}`,
+		`{"status":{"conditions":[{"lastTransitionTime":"yesterday"}]}}`, `{"spec":null}`, `[]`, `{"spec":{"resources":{"cpu":1}}}`,
+		"{\"spec\":{\"image\":\"\xff\"}}", `{"spec":{"image":"\ud800"}}`, `{"a":1} trailing`,
+	} {
+		f.Add([]byte(seed))
+	}
+	names := jsonNames(reflect.TypeFor[benchObject](), map[string]bool{})
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		if !json.Valid(raw) || hasCaseVariantKey(raw, names) {
+			return
+		}
+		var v benchObject
+		if err := json.Unmarshal(raw, &v); err != nil {
+			if decodeJSON(raw, new(benchObject)) == nil {
+				t.Fatalf("decodeJSON(%.200q) succeeded; encoding/json: %v", raw, err)
+			}
+			return
+		}
+		canonical, err := json.Marshal(v)
+		if err != nil {
+			return
+		}
+		decodeBoth[benchObject](t, canonical)
+	})
+}
+
+// jsonNames adds to names the JSON names of t's fields, and of the fields
+// of the types it holds, and returns names.
+func jsonNames(t reflect.Type, names map[string]bool) map[string]bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Array, reflect.Map:
+		return jsonNames(t.Elem(), names)
+	case reflect.Struct:
+		for f := range t.Fields() {
+			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+			if name == "" {
+				name = f.Name
+			}
+			if !names[name] {
+				names[name] = true
+				jsonNames(f.Type, names)
+			}
+		}
+	}
+	return names
+}
+
+// hasCaseVariantKey reports whether the valid JSON raw has an object key
+// (or string: the decoder doesn't tell them apart) that is not one of
+// names but equals one of them but for case.
+func hasCaseVariantKey(raw []byte, names map[string]bool) bool {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		key, ok := tok.(string)
+		if !ok || names[key] {
+			continue
+		}
+		for name := range names {
+			if strings.EqualFold(key, name) {
+				return true
+			}
+		}
+	}
+}
