@@ -13,7 +13,9 @@
 //
 // Flags: --kubeconfig (controller-runtime's own, as the book's main reads it),
 // -workers (MaxConcurrentReconciles), -resync (the cache's SyncPeriod) and
-// -namespace (the only namespace cached). A line "mem" on stdin makes it run
+// -namespace (the only namespace cached); -finalizer adds a finalizer as
+// the operator-sdk tutorial's Memcached controller does (AddFinalizer and
+// r.Update, then on deletion RemoveFinalizer and r.Update). A line "mem" on stdin makes it run
 // a garbage collection and print "heapinuse <bytes> heapalloc <bytes>"; EOF on
 // stdin is ignored. SIGTERM or SIGINT stops it.
 package main
@@ -44,6 +46,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 )
 
@@ -126,10 +129,17 @@ func (in *MemcachedList) DeepCopyObject() pkgruntime.Object {
 
 const typeAvailableMemcached = "Available"
 
+// memcachedFinalizer is the benchmark's finalizer (memcached.Finalizer in
+// the benchmark's module, which this one doesn't import).
+const memcachedFinalizer = "cache.example.com/finalizer"
+
 // MemcachedReconciler reconciles a Memcached object, as the book's does.
 type MemcachedReconciler struct {
 	client.Client
 	Scheme *pkgruntime.Scheme
+	// Finalizer, when set, is added to each object, as the operator-sdk
+	// tutorial's controller adds its memcachedFinalizer.
+	Finalizer string
 }
 
 // Reconcile is the book's Reconcile, with the Deployment applied.
@@ -140,6 +150,20 @@ func (r *MemcachedReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			return ctrl.Result{}, nil
 		}
 		return ctrl.Result{}, err
+	}
+
+	if r.Finalizer != "" {
+		if !memcached.DeletionTimestamp.IsZero() {
+			if controllerutil.RemoveFinalizer(memcached, r.Finalizer) {
+				return ctrl.Result{}, r.Update(ctx, memcached)
+			}
+			return ctrl.Result{}, nil
+		}
+		if controllerutil.AddFinalizer(memcached, r.Finalizer) {
+			if err := r.Update(ctx, memcached); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 	}
 
 	// The book sets the status to Unknown when there is none, writes it,
@@ -202,14 +226,19 @@ func main() {
 	workers := flag.Int("workers", 1, "MaxConcurrentReconciles")
 	resync := flag.Duration("resync", 10*time.Hour, "the cache's SyncPeriod")
 	namespace := flag.String("namespace", "", "the only namespace cached; empty caches every namespace")
+	finalizer := flag.Bool("finalizer", false, "add the finalizer "+memcachedFinalizer+" to each object, as the operator-sdk tutorial does")
 	flag.Parse()
-	if err := run(*workers, *resync, *namespace); err != nil {
+	f := ""
+	if *finalizer {
+		f = memcachedFinalizer
+	}
+	if err := run(*workers, *resync, *namespace, f); err != nil {
 		fmt.Fprintln(os.Stderr, "crpeer:", err)
 		os.Exit(1)
 	}
 }
 
-func run(workers int, resync time.Duration, namespace string) error {
+func run(workers int, resync time.Duration, namespace, finalizer string) error {
 	// Silent, as the kube peer runs with no-op telemetry, and so that
 	// controller-runtime doesn't warn that no logger was set.
 	ctrl.SetLogger(logr.Discard())
@@ -240,7 +269,7 @@ func run(workers int, resync time.Duration, namespace string) error {
 	if err != nil {
 		return err
 	}
-	if err := (&MemcachedReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme()}).SetupWithManager(mgr, workers); err != nil {
+	if err := (&MemcachedReconciler{Client: mgr.GetClient(), Scheme: mgr.GetScheme(), Finalizer: finalizer}).SetupWithManager(mgr, workers); err != nil {
 		return err
 	}
 

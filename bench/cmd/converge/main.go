@@ -75,6 +75,7 @@ func run() error {
 		binDir     = flag.String("bindir", "", "the control plane's binaries (default: controlplane.DefaultBinDir, built if missing)")
 		peerDir    = flag.String("peer-bin", "", "a directory with prebuilt kubepeer, crpeer and floor binaries (default: built now)")
 		logDir     = flag.String("logs", "", "where the peers' stderr goes (default: a temporary directory)")
+		finalizer  = flag.Bool("finalizer", false, "every peer adds a finalizer to each object (one more write an object), as the operator-sdk tutorial's controller does")
 	)
 	flag.Parse()
 	if *smoke {
@@ -126,6 +127,7 @@ func run() error {
 		logDir:     *logDir,
 		progress:   os.Stderr,
 		skipSteady: *noSteady,
+		finalizer:  *finalizer,
 	}
 	if *smoke {
 		c.gcWait = time.Second // figures don't matter: don't wait out the garbage collector's discovery
@@ -153,6 +155,7 @@ func run() error {
 	}
 
 	rep := newReport(runs, load)
+	rep.Finalizer = *finalizer
 	rep.print(os.Stdout)
 	if *jsonPath != "" {
 		b, err := json.MarshalIndent(rep, "", "  ")

@@ -18,8 +18,10 @@ type Report struct {
 	CPUs       int       `json:"cpus"`
 	LoadBefore string    `json:"load_average_before"`
 	LoadAfter  string    `json:"load_average_after"`
-	Runs       []Run     `json:"runs"`
-	Ratios     []Ratios  `json:"ratios"`
+	// Finalizer is whether every peer added a finalizer to each object.
+	Finalizer bool     `json:"finalizer"`
+	Runs      []Run    `json:"runs"`
+	Ratios    []Ratios `json:"ratios"`
 }
 
 // Ratios are kube's figures over controller-runtime's (VsCR) and over the
@@ -129,8 +131,12 @@ func find(runs []Run, peer string, k [2]int) (Run, bool) {
 }
 
 func (rep *Report) print(out io.Writer) {
-	fmt.Fprintf(out, "converge benchmark, %s, %d CPUs, load average %s before and %s after\n",
-		rep.GoVersion, rep.CPUs, rep.LoadBefore, rep.LoadAfter)
+	finalizer := "no finalizer"
+	if rep.Finalizer {
+		finalizer = "with a finalizer"
+	}
+	fmt.Fprintf(out, "converge benchmark, %s, %s, %d CPUs, load average %s before and %s after\n",
+		finalizer, rep.GoVersion, rep.CPUs, rep.LoadBefore, rep.LoadAfter)
 	for i, k := range configs(rep.Runs) {
 		ra := rep.Ratios[i]
 		fmt.Fprintf(out, "\nN=%d W=%d\n", k[0], k[1])

@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
@@ -109,6 +110,7 @@ type config struct {
 	progress   io.Writer
 	skipSteady bool
 	gcWait     time.Duration // how long to wait for the garbage collector's watch
+	finalizer  bool          // every peer adds memcached.Finalizer
 }
 
 // resyncFor is the resync the peers run with at n objects: long enough that
@@ -166,7 +168,7 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 		return err
 	}
 	if c.kubeconfig != "" {
-		defer cleanup(kc)
+		defer cleanup(kc, dc)
 	}
 	if err := createObjects(ctx, kc, dc, r.Objects); err != nil {
 		return err
@@ -372,10 +374,19 @@ func createObjects(ctx context.Context, kc kubernetes.Interface, dc dynamic.Inte
 }
 
 // cleanup deletes the namespace of an existing cluster, and waits up to
-// five minutes for it to go.
-func cleanup(kc kubernetes.Interface) {
+// five minutes for it to go. It first takes the finalizers off the
+// Memcacheds, whose controller has stopped (a -finalizer run).
+func cleanup(kc kubernetes.Interface, dc dynamic.Interface) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
+	mcs := dc.Resource(memcached.Memcached.GVR()).Namespace(namespace)
+	if l, err := mcs.List(ctx, metav1.ListOptions{}); err == nil {
+		for _, u := range l.Items {
+			if len(u.GetFinalizers()) > 0 {
+				_, _ = mcs.Patch(ctx, u.GetName(), types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{})
+			}
+		}
+	}
 	if err := kc.CoreV1().Namespaces().Delete(ctx, namespace, metav1.DeleteOptions{}); err != nil {
 		return
 	}
@@ -459,6 +470,9 @@ func startPeer(ctx context.Context, c config, kubeconfig, peer string, workers i
 	args := []string{"-kubeconfig=" + kubeconfig, "-workers=" + strconv.Itoa(workers), "-namespace=" + namespace}
 	if peer != peerFloor {
 		args = append(args, "-resync="+resync.String())
+	}
+	if c.finalizer {
+		args = append(args, "-finalizer")
 	}
 	if peer == peerCR {
 		// controller-runtime's config package registers --kubeconfig

@@ -1,7 +1,9 @@
 // Command floor is the converge benchmark's floor: what the API server
 // allows. It lists the Memcached objects once, then W workers apply each
 // one's Deployment and its status with server-side apply: two requests an
-// object, with no informer, no cache and no work queue.
+// object, with no informer, no cache and no work queue. With -finalizer it
+// first applies the object's finalizer (memcached.Finalizer), a third
+// request.
 //
 // bench/cmd/converge starts it. Flags: -kubeconfig (required), -workers,
 // -namespace. It prints "done <objects>" when every object is written, and
@@ -32,6 +34,7 @@ func main() {
 	kubeconfig := flag.String("kubeconfig", "", "the kubeconfig to reach the API server with (required)")
 	workers := flag.Int("workers", 1, "how many objects are written at once")
 	namespace := flag.String("namespace", "default", "the namespace of the Memcached objects")
+	finalizer := flag.Bool("finalizer", false, "apply memcached.Finalizer to each object first")
 	flag.Parse()
 	if *kubeconfig == "" || *workers < 1 {
 		fmt.Fprintln(os.Stderr, "floor: -kubeconfig is required and -workers must be at least 1")
@@ -41,7 +44,7 @@ func main() {
 	defer stop()
 	var mu sync.Mutex
 	go peer.ReportMemory(os.Stdin, os.Stdout, &mu)
-	n, err := run(ctx, *kubeconfig, *namespace, *workers)
+	n, err := run(ctx, *kubeconfig, *namespace, *workers, *finalizer)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)
 		os.Exit(1)
@@ -52,7 +55,7 @@ func main() {
 	<-ctx.Done()
 }
 
-func run(ctx context.Context, kubeconfig, namespace string, workers int) (int, error) {
+func run(ctx context.Context, kubeconfig, namespace string, workers int, finalizer bool) (int, error) {
 	cfg, err := peer.RESTConfig(kubeconfig, "floor")
 	if err != nil {
 		return 0, err
@@ -90,7 +93,7 @@ func run(ctx context.Context, kubeconfig, namespace string, workers int) (int, e
 		go func() {
 			defer wg.Done()
 			for u := range work {
-				if err := write(ctx, kc, mcs, apiVersion, u); err != nil {
+				if err := write(ctx, kc, mcs, apiVersion, u, finalizer); err != nil {
 					errs <- err
 					return
 				}
@@ -119,9 +122,19 @@ func run(ctx context.Context, kubeconfig, namespace string, workers int) (int, e
 	return len(items), firstErr
 }
 
-// write applies u's Deployment, then its status, as the spec's Reconciler
-// and the kube controller would.
-func write(ctx context.Context, kc kubernetes.Interface, mcs dynamic.ResourceInterface, apiVersion string, u *unstructured.Unstructured) error {
+// write applies u's finalizer when finalizer is set, then u's Deployment,
+// then its status, as the spec's Reconciler and the kube controller would.
+func write(ctx context.Context, kc kubernetes.Interface, mcs dynamic.ResourceInterface, apiVersion string, u *unstructured.Unstructured, finalizer bool) error {
+	if finalizer {
+		meta := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": apiVersion,
+			"kind":       "Memcached",
+			"metadata":   map[string]any{"name": u.GetName(), "namespace": u.GetNamespace(), "finalizers": []any{memcached.Finalizer}},
+		}}
+		if _, err := mcs.Apply(ctx, u.GetName(), meta, metav1.ApplyOptions{FieldManager: memcached.FieldManager, Force: true}); err != nil {
+			return fmt.Errorf("applying the finalizer of %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+		}
+	}
 	size, _, _ := unstructured.NestedInt64(u.Object, "spec", "size")
 	image, _, _ := unstructured.NestedString(u.Object, "spec", "image")
 	d, err := kc.AppsV1().Deployments(u.GetNamespace()).Apply(ctx,

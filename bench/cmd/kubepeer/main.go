@@ -1,11 +1,12 @@
 // Command kubepeer is the converge benchmark's kube peer: the spec's
 // Memcached Reconciler run by kube.NewController as a humus App, with
 // Owns(deployments) and no finalizer, as the kubebuilder book's controller
-// has none.
+// has none; with -finalizer, kube.Finalize(memcached.Finalizer) with a
+// clean-up that does nothing.
 //
 // bench/cmd/converge starts it; it isn't meant to be run by hand. Flags:
 // -kubeconfig (required), -workers (Settings.Workers), -resync
-// (Settings.Resync) and -namespace (Settings.Namespace, and the Lease's). A
+// (Settings.Resync), -finalizer and -namespace (Settings.Namespace, and the Lease's). A
 // line "mem" on stdin makes it print "heapinuse <bytes> heapalloc <bytes>"
 // after a garbage collection. SIGTERM or SIGINT stops it, as any humus App.
 package main
@@ -32,6 +33,7 @@ func main() {
 	workers := flag.Int("workers", 1, "Settings.Workers")
 	resync := flag.Duration("resync", 10*time.Hour, "Settings.Resync")
 	namespace := flag.String("namespace", "default", "Settings.Namespace, and the Lease's namespace")
+	finalizer := flag.Bool("finalizer", false, "add kube.Finalize(memcached.Finalizer), whose clean-up does nothing")
 	flag.Parse()
 	if *kubeconfig == "" {
 		fmt.Fprintln(os.Stderr, "kubepeer: -kubeconfig is required")
@@ -60,9 +62,13 @@ func main() {
 		settings.Resync = *resync
 		settings.LeaderElection.Namespace = *namespace
 		settings.LeaderElection.Identity = "kubepeer"
-		ctrl, err := kube.NewController(s, client, settings, memcached.Memcached, memcached.Reconciler{Kube: kc},
-			kube.Owns(appsv1.SchemeGroupVersion.WithResource("deployments")),
-		)
+		parts := []kube.Part{kube.Owns(appsv1.SchemeGroupVersion.WithResource("deployments"))}
+		if *finalizer {
+			parts = append(parts, kube.Finalize(memcached.Finalizer, func(context.Context, kube.Object[memcached.MemcachedSpec, memcached.MemcachedStatus]) error {
+				return nil
+			}))
+		}
+		ctrl, err := kube.NewController(s, client, settings, memcached.Memcached, memcached.Reconciler{Kube: kc}, parts...)
 		if err != nil {
 			return nil, err
 		}

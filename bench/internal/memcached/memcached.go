@@ -24,6 +24,12 @@ import (
 // the status with, and the kube peer's Settings.Name.
 const FieldManager = "memcached-controller"
 
+// Finalizer is the finalizer every peer adds to each object when the
+// converge benchmark runs with -finalizer, as the operator-sdk tutorial's
+// Memcached controller adds one (the kubebuilder book's has none). Its
+// clean-up does nothing: what is measured is the add.
+const Finalizer = "cache.example.com/finalizer"
+
 // Image is the image every benchmark object asks for, the book's.
 const Image = "memcached:1.6.26-alpine3.19"
 
