@@ -187,7 +187,7 @@ func TestMemcachedApp(t *testing.T) {
 
 		memcacheds := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns)
 		createMemcached(t, memcacheds, "cache", 2)
-		waitAvailable(t, memcacheds, "cache")
+		waitReconciled(t, memcacheds, "cache")
 		// The reconcile's span ends after its status apply returns, so
 		// just after the status is seen: wait for it.
 		apptest.Eventually(t, 10*time.Second, "the holder's reconcile span", func(context.Context) (bool, error) {
@@ -248,7 +248,7 @@ func testNoGoroutineLeft(t *testing.T, e apptest.Env) {
 	a := apptest.Start(t, app.New(config(t, e, ns, "replica-0")), humus.OSHost())
 	memcacheds := dyn.Resource(app.Memcached.GVR()).Namespace(ns)
 	createMemcached(t, memcacheds, "cache", 1)
-	waitAvailable(t, memcacheds, "cache")
+	waitReconciled(t, memcacheds, "cache")
 	deleteMemcached(t, memcacheds, "cache")
 	require.Equal(t, 0, a.Terminate(t))
 	client.CloseIdleConnections()
@@ -388,7 +388,34 @@ func testLifecycle(t *testing.T, e apptest.Env, ns string, tel *humustest.Teleme
 	})
 
 	t.Run("TheStatusIsApplied", func(t *testing.T) {
-		waitAvailable(t, memcacheds, "cache")
+		// No kubelet runs the pods, nor a deployment controller counts
+		// them, so none is available.
+		c := waitCondition(t, memcacheds, "cache", metav1.ConditionFalse, "ReplicasUnavailable")
+		require.Equal(t, "0/2 replicas available", c.Message)
+	})
+
+	t.Run("AvailableFollowsTheDeploymentsReplicasWithinASecond", func(t *testing.T) {
+		// The test writes the Deployment's status as its controller would
+		// once the kubelet ran both pods: the Memcached is reconciled on
+		// that change of what it owns, and becomes Available.
+		d, err := deployments.Get(t.Context(), "cache", metav1.GetOptions{})
+		require.NoError(t, err)
+		d.Status = appsv1.DeploymentStatus{
+			ObservedGeneration: d.Generation, Replicas: 2, UpdatedReplicas: 2, ReadyReplicas: 2, AvailableReplicas: 2,
+		}
+		_, err = deployments.UpdateStatus(t.Context(), d, metav1.UpdateOptions{FieldManager: "deployment-controller"})
+		require.NoError(t, err)
+		start := time.Now()
+		apptest.Eventually(t, time.Second, "Available True", func(ctx context.Context) (bool, error) {
+			got, err := memcacheds.Get(ctx, "cache", metav1.GetOptions{})
+			if err != nil {
+				return false, err
+			}
+			obj := decode(t, got)
+			c := meta.FindStatusCondition(obj.Status.Conditions, "Available")
+			return c != nil && c.Status == metav1.ConditionTrue && c.Reason == "ReplicasAvailable" && c.Message == "2/2 replicas available" && obj.Status.ReadyReplicas == 2, nil
+		})
+		t.Logf("Available True %v after the Deployment's status said 2/2", time.Since(start).Round(time.Millisecond))
 	})
 
 	t.Run("TheFirstApplyIsANormalEventOnTheMemcached", func(t *testing.T) {
@@ -484,7 +511,7 @@ func testConfigMap(t *testing.T, e apptest.Env, ns string, memcacheds dynamic.Re
 	}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	args("--memory-limit=64")
-	waitAvailable(t, memcacheds, "cache")
+	waitReconciled(t, memcacheds, "cache")
 
 	cm.Data["conn-limit"] = "512"
 	cm.Data["memory-limit"] = "128"
@@ -510,9 +537,11 @@ func testConfigMap(t *testing.T, e apptest.Env, ns string, memcacheds dynamic.Re
 }
 
 // waitCondition waits until the Memcached name's status has the condition
-// Available of status and reason, of its current generation.
-func waitCondition(t *testing.T, ri dynamic.ResourceInterface, name string, status metav1.ConditionStatus, reason string) {
+// Available of status and reason, of its current generation, and returns
+// it.
+func waitCondition(t *testing.T, ri dynamic.ResourceInterface, name string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
+	var found metav1.Condition
 	apptest.Eventually(t, 10*time.Second, "the Available condition "+string(status)+" "+reason, func(ctx context.Context) (bool, error) {
 		got, err := ri.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
@@ -520,8 +549,13 @@ func waitCondition(t *testing.T, ri dynamic.ResourceInterface, name string, stat
 		}
 		obj := decode(t, got)
 		c := meta.FindStatusCondition(obj.Status.Conditions, "Available")
-		return c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == obj.Generation, nil
+		if c != nil && c.Status == status && c.Reason == reason && c.ObservedGeneration == obj.Generation {
+			found = *c
+			return true, nil
+		}
+		return false, nil
 	})
+	return found
 }
 
 // waitEvent waits for an events.k8s.io Event in ns on the object name, of
@@ -583,9 +617,11 @@ func waitDeployment(t *testing.T, kc kubernetes.Interface, ns, name string) *app
 	return d
 }
 
-// waitAvailable waits until the Memcached name's status has the condition
-// Available True, DeploymentApplied, of its current generation.
-func waitAvailable(t *testing.T, ri dynamic.ResourceInterface, name string) {
+// waitReconciled waits until the Memcached name's status has an Available
+// condition of its current generation that its Deployment's replicas
+// decided: ReplicasAvailable, or ReplicasUnavailable, as on the local
+// control plane, which runs no pod.
+func waitReconciled(t *testing.T, ri dynamic.ResourceInterface, name string) {
 	t.Helper()
 	apptest.Eventually(t, 10*time.Second, "the Available condition", func(ctx context.Context) (bool, error) {
 		got, err := ri.Get(ctx, name, metav1.GetOptions{})
@@ -593,12 +629,8 @@ func waitAvailable(t *testing.T, ri dynamic.ResourceInterface, name string) {
 			return false, err
 		}
 		obj := decode(t, got)
-		for _, c := range obj.Status.Conditions {
-			if c.Type == "Available" && c.Status == metav1.ConditionTrue && c.Reason == "DeploymentApplied" && c.ObservedGeneration == obj.Generation {
-				return true, nil
-			}
-		}
-		return false, nil
+		c := meta.FindStatusCondition(obj.Status.Conditions, "Available")
+		return c != nil && (c.Reason == "ReplicasAvailable" || c.Reason == "ReplicasUnavailable") && c.ObservedGeneration == obj.Generation, nil
 	})
 }
 

@@ -6,6 +6,7 @@ import (
 	"maps"
 	"slices"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -26,7 +27,7 @@ import (
 const FieldManager = "memcached-controller"
 
 // Reconciler applies the Deployment a Memcached controls, and reports its
-// ready replicas and an Available condition.
+// ready replicas and whether they are available.
 type Reconciler struct{ Kube kubernetes.Interface }
 
 // Reconcile applies m's Deployment with server-side apply: m.Spec.Size
@@ -34,7 +35,8 @@ type Reconciler struct{ Kube kubernetes.Interface }
 // m.Spec.ConfigMapName names (see options), with a controller owner
 // reference to m, so the Deployment is garbage collected with m and a
 // change to it reconciles m again. The returned status has the
-// Deployment's ready replicas and Available True. The first apply of each
+// Deployment's ready replicas and an Available condition that is True only
+// once its replicas are (see available). The first apply of each
 // generation of m's spec is a Normal Event on m, DeploymentApplied, which
 // kubectl describe shows; a failed reconcile is a Warning Event the
 // controller records itself. When the apply fails, it returns the error and
@@ -84,11 +86,28 @@ func (r Reconciler) Reconcile(ctx context.Context, m Object) (kube.Result[Memcac
 			fmt.Sprintf("applied Deployment %s: %d replicas of %s", d.Name, m.Spec.Size, m.Spec.Image))
 	}
 	st.ReadyReplicas = d.Status.ReadyReplicas
-	meta.SetStatusCondition(&st.Conditions, metav1.Condition{
-		Type: "Available", Status: metav1.ConditionTrue, Reason: "DeploymentApplied",
-		ObservedGeneration: m.Generation,
-	})
+	meta.SetStatusCondition(&st.Conditions, available(m, d))
 	return kube.Result[MemcachedStatus]{Status: &st}, nil
+}
+
+// available is the Available condition of m, whose Deployment is d: True,
+// ReplicasAvailable, once the Deployment's controller has seen its latest
+// spec and m.Spec.Size of its replicas run it and are available, as
+// kubectl rollout status waits for; else False, ReplicasUnavailable. Its
+// message says how many are available, such as "0/2 replicas available".
+// A change of the Deployment's status reconciles m again (the controller
+// owns it), so the condition follows the pods with no After. On a control
+// plane without a kubelet, no pod ever runs, so it stays False.
+func available(m Object, d *appsv1.Deployment) metav1.Condition {
+	c := metav1.Condition{
+		Type: "Available", Status: metav1.ConditionFalse, Reason: "ReplicasUnavailable",
+		Message:            fmt.Sprintf("%d/%d replicas available", d.Status.AvailableReplicas, m.Spec.Size),
+		ObservedGeneration: m.Generation,
+	}
+	if d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == m.Spec.Size && d.Status.AvailableReplicas == m.Spec.Size {
+		c.Status, c.Reason = metav1.ConditionTrue, "ReplicasAvailable"
+	}
+	return c
 }
 
 // ConfigMaps is the resource of the ConfigMaps that Memcacheds name in

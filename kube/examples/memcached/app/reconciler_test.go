@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -46,13 +47,48 @@ func TestReconcileAppliesAnOwnedDeploymentAndReportsAvailable(t *testing.T) {
 	require.True(t, *ref.Controller)
 	require.Equal(t, app.FieldManager, d.ManagedFields[0].Manager)
 
+	// No replica is available yet: the Deployment's controller hasn't
+	// written its status.
 	require.NotNil(t, res.Status)
 	c := meta.FindStatusCondition(res.Status.Conditions, "Available")
 	require.NotNil(t, c)
-	require.Equal(t, metav1.ConditionTrue, c.Status)
-	require.Equal(t, "DeploymentApplied", c.Reason)
+	require.Equal(t, metav1.ConditionFalse, c.Status)
+	require.Equal(t, "ReplicasUnavailable", c.Reason)
+	require.Equal(t, "0/2 replicas available", c.Message)
 	require.Equal(t, int64(3), c.ObservedGeneration)
 	require.Zero(t, res.After)
+}
+
+func TestReconcileReportsAvailableOnceTheReplicasAre(t *testing.T) {
+	for _, tc := range []struct {
+		name            string
+		updated, avail  int32
+		want            metav1.ConditionStatus
+		reason, message string
+	}{
+		{"NoneAvailable", 2, 0, metav1.ConditionFalse, "ReplicasUnavailable", "0/2 replicas available"},
+		{"OneAvailable", 2, 1, metav1.ConditionFalse, "ReplicasUnavailable", "1/2 replicas available"},
+		{"TwoAvailableOfTheOldSpec", 0, 2, metav1.ConditionFalse, "ReplicasUnavailable", "2/2 replicas available"},
+		{"AllAvailable", 2, 2, metav1.ConditionTrue, "ReplicasAvailable", "2/2 replicas available"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The Deployment's status, as its controller wrote it.
+			kc := kubefake.NewClientset(&appsv1.Deployment{
+				ObjectMeta: metav1.ObjectMeta{Name: "cache", Namespace: "default"},
+				Status: appsv1.DeploymentStatus{
+					Replicas: 2, UpdatedReplicas: tc.updated, ReadyReplicas: tc.avail, AvailableReplicas: tc.avail,
+				},
+			})
+			res, err := app.Reconciler{Kube: kc}.Reconcile(t.Context(), memcached())
+			require.NoError(t, err)
+			c := meta.FindStatusCondition(res.Status.Conditions, "Available")
+			require.NotNil(t, c)
+			require.Equal(t, tc.want, c.Status)
+			require.Equal(t, tc.reason, c.Reason)
+			require.Equal(t, tc.message, c.Message)
+			require.Equal(t, tc.avail, res.Status.ReadyReplicas)
+		})
+	}
 }
 
 func TestReconcileReportsAFailedApplyAsAConditionAndAnError(t *testing.T) {

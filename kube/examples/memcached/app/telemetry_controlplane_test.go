@@ -66,7 +66,7 @@ func testExportsMetricsAndTraces(t *testing.T, e apptest.Env) {
 	apptest.Ready(t, probes)
 	memcacheds := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns)
 	createMemcached(t, memcacheds, "cache", 1)
-	waitAvailable(t, memcacheds, "cache")
+	waitReconciled(t, memcacheds, "cache")
 
 	t.Run("MetricsAreServedBesideTheProbesInPrometheusTextFormat", func(t *testing.T) {
 		// The two unfinished-duration gauges are first set by the work

@@ -42,6 +42,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -540,14 +541,19 @@ func (d *demo) showStatus(ctx context.Context, memcacheds dynamic.ResourceInterf
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(got.Object, &obj); err != nil {
 			return false, err
 		}
-		return len(obj.Status.Conditions) > 0, nil
+		c := meta.FindStatusCondition(obj.Status.Conditions, "Available")
+		return c != nil && c.ObservedGeneration == obj.Generation, nil
 	})
 	if err != nil {
 		return fmt.Errorf("waiting for the status: %w", err)
 	}
 	d.say("status.readyReplicas: %d", obj.Status.ReadyReplicas)
 	for _, c := range obj.Status.Conditions {
-		d.say("status.conditions: type=%s status=%s reason=%s observedGeneration=%d", c.Type, c.Status, c.Reason, c.ObservedGeneration)
+		d.say("status.conditions: type=%s status=%s reason=%s message=%q observedGeneration=%d", c.Type, c.Status, c.Reason, c.Message, c.ObservedGeneration)
+	}
+	if c := meta.FindStatusCondition(obj.Status.Conditions, "Available"); c != nil && c.Status != metav1.ConditionTrue && d.local {
+		d.say("(Available stays False here: the local control plane runs no kubelet, so no pod ever starts;")
+		d.say(" on a cluster it turns True once the Deployment's %d replicas are available)", obj.Spec.Size)
 	}
 	d.say("metadata.finalizers: %s", strings.Join(obj.Finalizers, ", "))
 	for _, f := range obj.ManagedFields {
