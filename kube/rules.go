@@ -185,6 +185,30 @@ func (f FieldOf[T]) Description(s string) FieldOf[T] {
 	})
 }
 
+// Title is the field's title, a short name for it that OpenAPI documents
+// show (controller-gen's +kubebuilder:title). The API server keeps it and
+// checks nothing with it.
+func (f FieldOf[T]) Title(s string) FieldOf[T] {
+	return f.with("Title", func(p *apiextensionsv1.JSONSchemaProps) error {
+		p.Title = s
+		return nil
+	})
+}
+
+// Example is an example of the field's value, encoded as encoding/json
+// encodes v (controller-gen's +kubebuilder:example), which OpenAPI
+// documents show. The API server keeps it and checks nothing with it.
+func (f FieldOf[T]) Example(v T) FieldOf[T] {
+	return f.with("Example", func(p *apiextensionsv1.JSONSchemaProps) error {
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("encoding its value: %w", err)
+		}
+		p.Example = &apiextensionsv1.JSON{Raw: raw}
+		return nil
+	})
+}
+
 // Default is the value the API server gives the field when an object leaves
 // it out, encoded as encoding/json encodes v. A field with a Default is
 // optional, and not nullable even if it is a pointer, a slice or a map: the
