@@ -200,3 +200,40 @@ func TestTheLeaseIsValidOnlyBeforeItsDeadlineByTheClock(t *testing.T) {
 		require.ErrorIs(t, l.valid(), errLeaseExpired, "a loss is for good")
 	})
 }
+
+func TestNoLeaseRequestIsSentOnceTheLeaseIsLost(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// client-go's release after a failed renewal starts with a Get,
+		// under a timeout of RenewDeadline of its own: against an API
+		// server that doesn't answer (etcd frozen), it held Serve's
+		// return, and the App's exit, that long past the deadline (the
+		// fake can't hold a request: it holds its lock meanwhile). The
+		// reconcile in flight is cancelled as the Lease is lost, and
+		// before the elector is stopped.
+		f := newFakeCluster(t, newWidget("w1", 1))
+		var log reconcileLog
+		var late atomic.Int32
+		f.kube.PrependReactor("*", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+			if _, cancelled := log.get(); len(cancelled) > 0 {
+				late.Add(1)
+			}
+			return false, nil, nil
+		})
+		lh := f.leaseHold()
+		defer lh.release()
+		// The fake's record of idle connections closed reads the Lease.
+		cl := f.clients()
+		cl.closeIdle = func() {}
+		c, err := newController(&humus.Setup{}, cl, nil, testSettings(), widgets(), log.reconciler())
+		require.NoError(t, err)
+		s := serve(t, c)
+		synctest.Wait()
+
+		lh.hold()
+		<-s.done
+		require.ErrorIs(t, s.err, ErrLostLeadership)
+		_, cancelled := log.get()
+		require.Len(t, cancelled, 1)
+		require.Zero(t, late.Load(), "Lease requests sent once the Lease was lost")
+	})
+}

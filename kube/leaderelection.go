@@ -86,8 +86,22 @@ func (c *Controller) newLease(parent context.Context, onLost func()) *lease {
 }
 
 // Get is LeaseLock's Get. A record naming another holder while the replica
-// leads loses the Lease at once.
+// leads loses the Lease at once. Once the Lease is lost, Get fails at once
+// without being sent, and a Get in flight is abandoned: client-go's
+// release after a failed renewal starts with a Get, under a timeout of
+// RenewDeadline of its own, which against an API server that doesn't
+// answer (etcd frozen) held Serve's return, and the App's exit, that long
+// past the deadline.
 func (l *lease) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
+	l.mu.Lock()
+	lost := l.lost
+	l.mu.Unlock()
+	if lost != nil {
+		return nil, nil, lost
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(l.ctx, cancel)()
 	rec, raw, err := l.Interface.Get(ctx)
 	if err == nil && rec.HolderIdentity != l.Identity() {
 		l.mu.Lock()
