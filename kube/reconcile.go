@@ -38,7 +38,12 @@ func (c *Controller) worker(ctx context.Context, queue workqueue.TypedRateLimiti
 		case <-stopping:
 		default:
 			if mayWork(ctx) == nil {
-				c.reconcile(ctx, queue, lister, key)
+				// With Sharding on, only a key of the member's own
+				// (sharding.go).
+				if done, ok := takeKey(ctx, queue, key); ok {
+					c.reconcile(ctx, queue, lister, key)
+					done()
+				}
 			}
 		}
 		queue.Done(key)

@@ -91,6 +91,9 @@ func (c *Controller) checkServed(ctx context.Context) error {
 // stops the workers, the Lease (released only if it wasn't lost) and the
 // informers, in that order.
 func (c *Controller) lead(ctx, workCtx context.Context, caches *caches, unserved <-chan error) error {
+	if c.settings.Sharding.Enabled {
+		return c.serveShard(ctx, workCtx, caches, unserved)
+	}
 	l := c.newLease(workCtx, c.forceStop)
 	election, err := c.campaign(ctx, l)
 	if err != nil {

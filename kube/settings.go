@@ -87,6 +87,11 @@ type Settings struct {
 
 	LeaderElection LeaderElection
 
+	// Sharding shares the objects among the replicas, each reconciling
+	// its own, instead of electing one leader; off by default. See
+	// Sharding.
+	Sharding Sharding
+
 	// ClientGoVerbosity is the highest klog verbosity of client-go's own
 	// records (its reflectors', work queue's and leader election's, and
 	// those of any client-go call made with a reconcile's context) that
@@ -258,6 +263,7 @@ func (s Settings) check() error {
 		checkPositive("Settings.LeaderElection.RenewDeadline", le.RenewDeadline),
 		checkPositive("Settings.LeaderElection.RetryPeriod", le.RetryPeriod),
 		checkVerbosity("Settings.ClientGoVerbosity", s.ClientGoVerbosity),
+		CheckSharding(s),
 	}
 	if s.RetryBaseDelay > 0 && s.RetryMaxDelay > 0 && s.RetryMaxDelay < s.RetryBaseDelay {
 		errs = append(errs, fmt.Errorf("kube: Settings.RetryMaxDelay %v is less than Settings.RetryBaseDelay %v", s.RetryMaxDelay, s.RetryBaseDelay))

@@ -42,6 +42,7 @@ type telemetry struct {
 	log    *slog.Logger // the controller's own records
 	klog   logr.Logger  // client-go's records, put in its context
 	inst   *instruments
+	meter  metric.Meter // for the sharding instruments (sharding.go)
 }
 
 // newTelemetry builds the telemetry of the controller named name, whose
@@ -49,7 +50,8 @@ type telemetry struct {
 func newTelemetry(t humus.Telemetry, name string, v int) (*telemetry, error) {
 	t = t.WithNoops()
 	tp, mp, lp := t.TracerProvider, t.MeterProvider, t.LoggerProvider
-	inst, err := newInstruments(mp.Meter(controllerScope), name)
+	meter := mp.Meter(controllerScope)
+	inst, err := newInstruments(meter, name)
 	if err != nil {
 		return nil, err
 	}
@@ -60,6 +62,7 @@ func newTelemetry(t humus.Telemetry, name string, v int) (*telemetry, error) {
 		log:    slog.New(h),
 		klog:   logr.FromSlogHandler(verbosity{Handler: h, min: slog.Level(-v)}),
 		inst:   inst,
+		meter:  meter,
 	}, nil
 }
 

@@ -1,0 +1,363 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"github.com/z5labs/humus"
+	coordinationv1 "k8s.io/api/coordination/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	kubefake "k8s.io/client-go/kubernetes/fake"
+	clienttesting "k8s.io/client-go/testing"
+)
+
+func TestShardOwnerMovesAboutOneNthOnAJoinOrALeave(t *testing.T) {
+	const n = 30000
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("ns-%d/object-%d", i%7, i)
+	}
+	three := newView([]string{"pod-a", "pod-b", "pod-c"})
+	four := newView([]string{"pod-a", "pod-b", "pod-c", "pod-d"})
+	two := newView([]string{"pod-a", "pod-c"})
+
+	share := map[string]int{}
+	joined, left := 0, 0
+	for _, k := range keys {
+		o3, o4, o2 := three.owner(k), four.owner(k), two.owner(k)
+		share[o3]++
+		if o3 != o4 {
+			joined++
+			require.Equal(t, "pod-d", o4, "a join moves keys only to the member joining")
+		}
+		if o3 != o2 {
+			left++
+			require.Equal(t, "pod-b", o3, "a leave moves only the keys of the member leaving")
+		}
+	}
+	for id, got := range share {
+		require.InDelta(t, n/3, got, n/3*0.05, "%s's share of %d keys over 3 members", id, n)
+	}
+	require.InDelta(t, n/4, joined, n/4*0.05, "a fourth member takes about a quarter")
+	require.Equal(t, share["pod-b"], left)
+	require.Equal(t, "", newView(nil).owner("k"))
+	require.Equal(t, "pod-a,pod-b", newView([]string{"pod-b", "pod-a", "pod-b"}).key)
+}
+
+func TestCheckShardingNamesEveryMistake(t *testing.T) {
+	s := testSettings()
+	s.Name = strings.Repeat("w", 70)
+	s.LeaderElection.Identity = "Pod_1"
+	require.NoError(t, CheckSharding(s), "Sharding off checks nothing")
+
+	s.Sharding.Enabled = true
+	err := CheckSharding(s)
+	require.ErrorContains(t, err, `"`+s.Name+`-Pod_1" is not a DNS-1123 subdomain`)
+	require.ErrorContains(t, err, "is not a label value")
+	require.ErrorContains(t, s.check(), "Settings.Sharding on")
+
+	s = testSettings()
+	s.Sharding.Enabled = true
+	require.NoError(t, s.check())
+}
+
+// shardRun records, for each key, which member is reconciling it now, and
+// every reconcile's member, start and end, by synctest's clock.
+type shardRun struct {
+	mu      sync.Mutex
+	busy    map[string]string
+	overlap []string
+	log     []shardReconcile
+}
+
+type shardReconcile struct {
+	key, member string
+	start, end  time.Time
+}
+
+func (r *shardRun) reconciler(member string) ReconcilerFunc[widgetSpec, widgetStatus] {
+	return func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+		key := w.Namespace + "/" + w.Name
+		r.mu.Lock()
+		if other := r.busy[key]; other != "" {
+			r.overlap = append(r.overlap, fmt.Sprintf("%s reconciled by %s while %s was at %v", key, member, other, time.Now()))
+		}
+		r.busy[key] = member
+		start := time.Now()
+		r.mu.Unlock()
+		select {
+		case <-ctx.Done():
+		case <-time.After(100 * time.Millisecond):
+		}
+		r.mu.Lock()
+		r.busy[key] = ""
+		r.log = append(r.log, shardReconcile{key: key, member: member, start: start, end: time.Now()})
+		r.mu.Unlock()
+		return Result[widgetStatus]{After: time.Second}, nil
+	}
+}
+
+// since returns the reconciles that started at or after t.
+func (r *shardRun) since(t time.Time) []shardReconcile {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []shardReconcile
+	for _, rec := range r.log {
+		if !rec.start.Before(t) {
+			out = append(out, rec)
+		}
+	}
+	return out
+}
+
+// firstBy returns when each key was first reconciled at or after t by a
+// member other than not.
+func (r *shardRun) firstBy(t time.Time, not string) map[string]time.Time {
+	out := map[string]time.Time{}
+	for _, rec := range r.since(t) {
+		if _, ok := out[rec.key]; !ok && rec.member != not {
+			out[rec.key] = rec.start
+		}
+	}
+	return out
+}
+
+func (r *shardRun) overlaps() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.overlap...)
+}
+
+// delayedWatches gives a member its own fake clientset, on f's tracker,
+// whose Lease watches deliver every event delay late: a member slow to
+// notice.
+func delayedWatches(f *fakeCluster, delay time.Duration) *kubefake.Clientset {
+	slow := kubefake.NewClientset()
+	slow.ReactionChain = f.kube.ReactionChain
+	slow.WatchReactionChain = f.kube.WatchReactionChain
+	tracker := f.kube.Tracker()
+	slow.PrependWatchReactor("leases", func(action clienttesting.Action) (bool, watch.Interface, error) {
+		w, err := tracker.Watch(action.GetResource(), action.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		return true, newDelayedWatch(w, delay), nil
+	})
+	return slow
+}
+
+type delayedWatch struct {
+	src  watch.Interface
+	out  chan watch.Event
+	stop chan struct{}
+	once sync.Once
+}
+
+func newDelayedWatch(src watch.Interface, delay time.Duration) *delayedWatch {
+	d := &delayedWatch{src: src, out: make(chan watch.Event), stop: make(chan struct{})}
+	type timed struct {
+		ev watch.Event
+		at time.Time
+	}
+	buf := make(chan timed, 1000)
+	go func() {
+		defer close(buf)
+		for ev := range src.ResultChan() {
+			select {
+			case buf <- timed{ev, time.Now().Add(delay)}:
+			case <-d.stop:
+				return
+			}
+		}
+	}()
+	go func() {
+		defer close(d.out)
+		for t := range buf {
+			select {
+			case <-time.After(time.Until(t.at)):
+			case <-d.stop:
+				return
+			}
+			select {
+			case d.out <- t.ev:
+			case <-d.stop:
+				return
+			}
+		}
+	}()
+	return d
+}
+
+func (d *delayedWatch) ResultChan() <-chan watch.Event { return d.out }
+func (d *delayedWatch) Stop() {
+	d.once.Do(func() {
+		close(d.stop)
+		d.src.Stop()
+	})
+}
+
+// TestNoKeyIsReconciledByTwoMembersAtOnce runs members through joins, a
+// graceful leave, a member that stops renewing and a member slow to
+// notice, all reconciling 40 Widgets again every second, each reconcile
+// taking 100ms, and checks that no Widget is ever reconciled by two
+// members at once, and that the keys settle on their owners.
+func TestNoKeyIsReconciledByTwoMembersAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 40
+		var objs []runtime.Object
+		var keys []string
+		for i := range n {
+			objs = append(objs, newWidget(fmt.Sprintf("w%d", i), int64(i)))
+			keys = append(keys, fmt.Sprintf("%s/w%d", testNamespace, i))
+		}
+		f := newFakeCluster(t, objs...)
+		// Once stall is set, m3's Lease updates fail. The reactor is in
+		// place from the start: the fake's reactor chain is read without
+		// its lock.
+		var stall atomic.Bool
+		f.kube.PrependReactor("update", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+			if l, ok := action.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease); ok && stall.Load() && l.Name == controllerName+"-m3" {
+				return true, nil, errors.New("the API server is unreachable")
+			}
+			return false, nil, nil
+		})
+		run := &shardRun{busy: map[string]string{}}
+		le := testSettings().LeaderElection
+		start := func(id string, cl clients) *serving {
+			s := testSettings()
+			s.Sharding.Enabled = true
+			s.LeaderElection.Identity = id
+			// Enough workers that no queue backs up: a key moved is
+			// reconciled as soon as its new owner takes it.
+			s.Workers = 4
+			c, err := newController(&humus.Setup{}, cl, nil, s, widgets(), run.reconciler(id))
+			require.NoError(t, err)
+			return serve(t, c)
+		}
+		// owners checks that every key was reconciled, from after on, by
+		// its owner among ids only.
+		owners := func(after time.Time, ids ...string) {
+			t.Helper()
+			v := newView(ids)
+			seen := map[string]bool{}
+			for _, rec := range run.since(after) {
+				require.Equal(t, v.owner(rec.key), rec.member, "%s at %v", rec.key, rec.start)
+				seen[rec.key] = true
+			}
+			require.Len(t, seen, n, "every key is reconciled")
+		}
+
+		// m1 is slow to notice the others, by lag: every view change
+		// waits for its acknowledgement, and it sees the others' a lag
+		// late, so every move takes up to two lags longer.
+		const lag = time.Second
+		slow := f.clients()
+		slow.kube = delayedWatches(f, lag)
+		m1 := start("m1", slow)
+		// Every 50ms a Widget changes, which queues its key on every
+		// member, owner or not.
+		churn := make(chan struct{})
+		churned := make(chan struct{})
+		go func() {
+			defer close(churned)
+			for i := 0; ; i++ {
+				select {
+				case <-churn:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				u := f.get(t, widgetGVR, testNamespace, fmt.Sprintf("w%d", i%n)).DeepCopy()
+				u.Object["spec"] = map[string]any{"size": int64(i)}
+				u.SetResourceVersion(fmt.Sprintf("churn-%d", i))
+				if err := f.dynamic.Tracker().Update(widgetGVR, u, testNamespace); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+		synctest.Wait()
+		time.Sleep(3 * time.Second)
+		// Each starts once the others' informers watch: client-go's fake
+		// loses the events between an informer's list and its watch,
+		// which the API server's watch never does.
+		m2 := start("m2", f.clients())
+		synctest.Wait()
+		m3 := start("m3", f.clients())
+		time.Sleep(10 * time.Second)
+		settled := time.Now()
+		time.Sleep(5 * time.Second)
+		owners(settled, "m1", "m2", "m3")
+
+		// A fourth joins: m1, slow, keeps reconciling the keys m4 takes
+		// from it until it notices m4, a lag late.
+		m4 := start("m4", f.clients())
+		time.Sleep(15 * time.Second)
+		settled = time.Now()
+		time.Sleep(5 * time.Second)
+		owners(settled, "m1", "m2", "m3", "m4")
+
+		// m2 leaves gracefully: its keys move within 2 RetryPeriods,
+		// even with the slow member's lags.
+		left := time.Now()
+		require.NoError(t, m2.stop(t))
+		stopped := time.Now()
+		_, err := f.kube.CoordinationV1().Leases(leaseNamespace).Get(context.Background(), controllerName+"-m2", metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "the Lease is deleted: %v", err)
+		time.Sleep(10 * time.Second)
+		moved := run.firstBy(stopped, "m2")
+		for _, k := range keys {
+			if newView([]string{"m1", "m2", "m3", "m4"}).owner(k) == "m2" {
+				require.Contains(t, moved, k)
+				require.LessOrEqual(t, moved[k].Sub(left), 2*le.RetryPeriod, "%s moved", k)
+			}
+		}
+		settled = time.Now()
+		time.Sleep(5 * time.Second)
+		owners(settled, "m1", "m3", "m4")
+
+		// m3 stops renewing: it stops working by its RenewDeadline, and
+		// Serve returns ErrLostLeadership; the others take its keys once
+		// its Lease has expired.
+		stalled := time.Now()
+		stall.Store(true)
+		<-m3.done
+		require.ErrorIs(t, m3.err, ErrLostLeadership)
+		require.LessOrEqual(t, time.Since(stalled), le.RenewDeadline+le.RetryPeriod)
+		time.Sleep(30 * time.Second)
+		for _, rec := range run.since(stalled) {
+			if rec.member == "m3" {
+				require.Less(t, rec.start.Sub(stalled), le.RenewDeadline+le.RetryPeriod, "m3 stops by its deadline")
+			}
+		}
+		moved = run.firstBy(stalled, "m3")
+		var latest time.Duration
+		for _, k := range keys {
+			if newView([]string{"m1", "m3", "m4"}).owner(k) == "m3" {
+				require.Contains(t, moved, k)
+				latest = max(latest, moved[k].Sub(stalled))
+			}
+		}
+		require.LessOrEqual(t, latest, le.LeaseDuration+le.RetryPeriod+2*lag, "m3's keys move once its Lease has expired (and the slow member has seen it)")
+		t.Logf("m3's keys moved %v after it stopped renewing", latest)
+		settled = time.Now()
+		time.Sleep(5 * time.Second)
+		owners(settled, "m1", "m4")
+
+		close(churn)
+		<-churned
+		require.Empty(t, run.overlaps())
+		require.NoError(t, m1.stop(t))
+		require.NoError(t, m4.stop(t))
+	})
+}
