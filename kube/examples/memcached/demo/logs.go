@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -28,9 +29,20 @@ type logPrinter struct {
 	finalizings int
 }
 
-func (p *logPrinter) telemetry(context.Context, humus.Host) (humus.Telemetry, error) {
+// telemetry is the App's telemetry as appconfig.BuildTelemetry builds it,
+// whose metrics the App serves at /metrics, but for its log records, which
+// are the printer's rather than JSON lines on the Host's Stderr.
+func (p *logPrinter) telemetry(ctx context.Context, h humus.Host) (humus.Telemetry, error) {
+	h.Stderr = io.Discard
+	t, err := appconfig.BuildTelemetry(ctx, h)
+	if err != nil {
+		return humus.Telemetry{}, err
+	}
 	lp := sdklog.NewLoggerProvider(sdklog.WithProcessor(appconfig.MinSeverity(sdklog.NewSimpleProcessor(p), p.min)))
-	return humus.Telemetry{LoggerProvider: lp, Shutdown: lp.Shutdown}, nil
+	shutdown := t.Shutdown
+	t.LoggerProvider = lp
+	t.Shutdown = func(ctx context.Context) error { return errors.Join(shutdown(ctx), lp.Shutdown(ctx)) }
+	return t, nil
 }
 
 // finalized returns how many times the App's finalizer has run.

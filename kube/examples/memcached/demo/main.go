@@ -9,13 +9,16 @@
 // Memcached CRD, runs the Memcached App in this process, as humus.Main
 // would, creates a Memcached, and shows what the App does with it: the
 // Deployment it applies, the status it writes, a hand-made scale it undoes,
-// the finalizer it runs on delete, and its exit 0 on SIGTERM with the Lease
-// released. Last, it stops the control plane.
+// the finalizer it runs on delete, the controller's own figures scraped
+// from its /metrics (reconciles by outcome, work queue adds, API requests
+// and the reconcile-duration histogram as text bars), and its exit 0 on
+// SIGTERM with the Lease released. Last, it stops the control plane.
 //
 // With -kubeconfig it uses an existing cluster instead (such as kind's or
 // k3s's), in the namespace -namespace, and leaves the cluster running.
 // There is no kubelet in the local control plane, so the Deployment's pods
-// never run and its ready replicas stay 0.
+// never run, its ready replicas stay 0 and the Memcached's Available
+// condition stays False, "0/2 replicas available".
 //
 // Ctrl-C (or SIGTERM) stops the App with SIGTERM first; on an existing
 // cluster the demo then removes the Memcached and its Deployment (or says
@@ -102,6 +105,7 @@ type demo struct {
 	kube    kubernetes.Interface
 	dynamic dynamic.Interface
 	logs    *logPrinter
+	probes  string // the App's probes' and metrics' address
 
 	step int
 }
@@ -188,6 +192,9 @@ func (d *demo) steps(ctx context.Context, a *runningApp, memcacheds dynamic.Reso
 		return err
 	}
 	if err := d.deleteMemcached(ctx, memcacheds); err != nil {
+		return err
+	}
+	if err := d.showMetrics(ctx); err != nil {
 		return err
 	}
 	return d.terminate(ctx, a)
@@ -427,6 +434,7 @@ func (d *demo) startApp(ctx context.Context, kubeconfig string) (*runningApp, er
 	if err != nil {
 		return nil, err
 	}
+	d.probes = probes
 	env := map[string]string{
 		appconfig.EnvKubeconfig:   path,
 		appconfig.EnvPodNamespace: d.namespace,
@@ -629,6 +637,20 @@ func (d *demo) deleteMemcached(ctx context.Context, memcacheds dynamic.ResourceI
 		return fmt.Errorf("waiting for the garbage collector: %w", err)
 	}
 	d.say("the garbage collector deleted deployment/%s, which the Memcached owned, after %v", name, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// showMetrics shows the controller's own figures, as an operator reads
+// them from Prometheus: scraped from the App's /metrics, beside its probes.
+func (d *demo) showMetrics(ctx context.Context) error {
+	url := "http://" + d.probes + appconfig.MetricsPath
+	d.title("The controller's own figures, from its /metrics")
+	d.say("GET %s (what Prometheus scrapes, by the deploy files' annotations)", url)
+	families, err := scrape(ctx, url)
+	if err != nil {
+		return fmt.Errorf("scraping the App's metrics: %w", err)
+	}
+	figures(families, d.say)
 	return nil
 }
 
