@@ -329,3 +329,57 @@ func TestStartCancelledContextStopsEverything(t *testing.T) {
 	assertAllDead(t, pids)
 	assertEmptyDir(t, data)
 }
+
+// TestPackageCounterCountsGoBuildVerboseOutput feeds go build -v's output,
+// split across writes anywhere, to the counter: it counts the import paths,
+// not a compile error's "# package" header nor its messages, and writes a
+// line at each tenth of the total, with the time left at the rate so far.
+func TestPackageCounterCountsGoBuildVerboseOutput(t *testing.T) {
+	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	now := start
+	var out strings.Builder
+	c := &packageCounter{name: "kube-apiserver", total: 20, start: start, progress: &out, now: func() time.Time { return now }}
+	var verbose strings.Builder
+	for i := range 4 {
+		fmt.Fprintf(&verbose, "k8s.io/kubernetes/pkg/p%d\n", i)
+	}
+	verbose.WriteString("# k8s.io/kubernetes/pkg/broken\npkg/broken/x.go:3:2: undefined: frobnicate\n")
+	b := []byte(verbose.String())
+	for len(b) > 0 { // seven bytes a write: lines split across writes
+		n := min(7, len(b))
+		now = now.Add(time.Second)
+		if _, err := c.Write(b[:n]); err != nil {
+			t.Fatal(err)
+		}
+		b = b[n:]
+	}
+	if c.compiled != 4 {
+		t.Fatalf("counted %d packages, want 4", c.compiled)
+	}
+	// 2 of 20 is the first tenth, 4 of 20 the second; the 4th package's
+	// line, 25 bytes each, ended in the 15th write (15s): 16 left at 3.75s
+	// each is a minute.
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("progress lines %q, want one at 2 and one at 4 of 20", lines)
+	}
+	want := "controlplane: kube-apiserver: 4 of 20 packages compiled (20%), 15s so far, about 1m0s left"
+	if lines[1] != want {
+		t.Errorf("progress line %q, want %q", lines[1], want)
+	}
+}
+
+// TestPackageCounterWithoutATotal: when go list could not count the
+// packages, the counter still moves, a line every 200 packages.
+func TestPackageCounterWithoutATotal(t *testing.T) {
+	start := time.Date(2026, 12, 1, 9, 0, 0, 0, time.UTC)
+	var out strings.Builder
+	c := &packageCounter{name: "etcd", start: start, progress: &out, now: func() time.Time { return start.Add(30 * time.Second) }}
+	if _, err := c.Write([]byte(strings.Repeat("go.etcd.io/p\n", 450))); err != nil {
+		t.Fatal(err)
+	}
+	want := "controlplane: etcd: 200 packages compiled, 30s so far\ncontrolplane: etcd: 400 packages compiled, 30s so far\n"
+	if out.String() != want {
+		t.Errorf("progress %q, want %q", out.String(), want)
+	}
+}
