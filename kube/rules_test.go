@@ -428,3 +428,19 @@ func TestARuleOutsideAValueWhoseEmbeddedPointerLoopsIsAnError(t *testing.T) {
 	require.NotPanics(t, func() { _, err = resourceOf[loops](kube.Rules(&v, kube.Field(&other))).CRD() })
 	require.ErrorContains(t, err, "field rule 1 (a int32) points outside the value given to Rules, so it names no field")
 }
+
+func TestTitleAndExampleAreKeptAndCheckNothing(t *testing.T) {
+	var c constrained
+	r := resourceOf[constrained](kube.Rules(&c,
+		kube.Field(&c.Count).Title("Count").Example(4).Maximum(5),
+		kube.Field(&c.Items).Example([]string{"a", "b"}),
+	))
+	crd, err := r.CRD()
+	require.NoError(t, err)
+	requireServerValid(t, crd)
+	got := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"]
+	require.Equal(t, "Count", got.Properties["count"].Title)
+	require.Equal(t, ptr(raw("4")), got.Properties["count"].Example)
+	require.Equal(t, ptr(raw(`["a","b"]`)), got.Properties["items"].Example)
+	require.True(t, got.Properties["items"].Nullable, "an Example doesn't constrain the value, so a nil slice stays nullable")
+}
