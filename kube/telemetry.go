@@ -16,9 +16,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// controllerScope is the instrumentation scope of the controller's spans,
-// records and instruments.
-const controllerScope = "github.com/z5labs/humus/kube"
+// instrumentationScope is the instrumentation scope of everything kube
+// records itself: the controller's spans, records and instruments, and
+// the Client's records (transport.go).
+const instrumentationScope = "github.com/z5labs/humus/kube"
 
 // The attributes the controller records. k8s.namespace.name is
 // OpenTelemetry's; the others are humus's own, so they start with humus.
@@ -50,15 +51,15 @@ type telemetry struct {
 func newTelemetry(t humus.Telemetry, name string, v int) (*telemetry, error) {
 	t = t.WithNoops()
 	tp, mp, lp := t.TracerProvider, t.MeterProvider, t.LoggerProvider
-	meter := mp.Meter(controllerScope)
+	meter := mp.Meter(instrumentationScope)
 	inst, err := newInstruments(meter, name)
 	if err != nil {
 		return nil, err
 	}
-	h := otelslog.NewHandler(controllerScope, otelslog.WithLoggerProvider(lp))
+	h := otelslog.NewHandler(instrumentationScope, otelslog.WithLoggerProvider(lp))
 	return &telemetry{
 		name:   name,
-		tracer: tp.Tracer(controllerScope),
+		tracer: tp.Tracer(instrumentationScope),
 		log:    slog.New(h),
 		klog:   logr.FromSlogHandler(verbosity{Handler: h, min: slog.Level(-v)}),
 		inst:   inst,

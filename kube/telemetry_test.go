@@ -66,7 +66,7 @@ func TestEveryReconcileIsARootSpanWithRecordsForErrorsAndPanics(t *testing.T) {
 			if sp.Name() != "reconcile Widget" {
 				continue
 			}
-			require.Equal(t, controllerScope, sp.InstrumentationScope().Name)
+			require.Equal(t, instrumentationScope, sp.InstrumentationScope().Name)
 			require.False(t, sp.Parent().IsValid(), "a reconcile is a root span")
 			a := spanAttrs(sp)
 			require.Equal(t, testNamespace, a["k8s.namespace.name"])
@@ -133,7 +133,7 @@ func TestTheSixInstruments(t *testing.T) {
 		buckets := []float64{0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10}
 		got := map[string]metricdata.Metrics{}
 		for _, w := range want {
-			m, ok := tel.Metric(controllerScope, w.name)
+			m, ok := tel.Metric(instrumentationScope, w.name)
 			require.True(t, ok, w.name)
 			require.Equal(t, w.unit, m.Unit, w.name)
 			require.Equal(t, w.description, m.Description, w.name)
@@ -214,7 +214,7 @@ func attributeSets(m metricdata.Metrics) []attribute.Set {
 
 func sumValue(t testing.TB, tel *humustest.Telemetry, name string) int64 {
 	t.Helper()
-	m, ok := tel.Metric(controllerScope, name)
+	m, ok := tel.Metric(instrumentationScope, name)
 	if !ok {
 		return 0
 	}
@@ -227,7 +227,7 @@ func sumValue(t testing.TB, tel *humustest.Telemetry, name string) int64 {
 
 func reconcileCount(t testing.TB, tel *humustest.Telemetry) uint64 {
 	t.Helper()
-	m, ok := tel.Metric(controllerScope, "humus.kube.controller.reconcile.duration")
+	m, ok := tel.Metric(instrumentationScope, "humus.kube.controller.reconcile.duration")
 	if !ok {
 		return 0
 	}
@@ -266,7 +266,7 @@ func TestQueueDepthCountsUpAndDownAndAStandbyHoldsItsKeys(t *testing.T) {
 		require.EqualValues(t, 3, sumValue(t, standbyTel, "humus.kube.controller.queue.depth"), "a standby's queue holds a key for every object")
 		require.EqualValues(t, 0, reconcileCount(t, standbyTel), "a standby reconciles nothing")
 		for _, name := range []string{"humus.kube.controller.reconcile.unfinished_duration", "humus.kube.controller.reconcile.longest_unfinished_duration"} {
-			m, ok := standbyTel.Metric(controllerScope, name)
+			m, ok := standbyTel.Metric(instrumentationScope, name)
 			require.True(t, ok)
 			for _, dp := range m.Data.(metricdata.Gauge[float64]).DataPoints {
 				require.Zero(t, dp.Value, "a standby's gauges read 0")

@@ -13,9 +13,6 @@ import (
 	"golang.org/x/net/http2"
 )
 
-// scope is the instrumentation scope of the records kube makes itself.
-const scope = "github.com/z5labs/humus/kube"
-
 // The transport's settings, and where each comes from. client-go reads the
 // two HTTP/2 ones from HTTP2_READ_IDLE_TIMEOUT_SECONDS and
 // HTTP2_PING_TIMEOUT_SECONDS with os.Getenv (apimachinery's
@@ -108,7 +105,7 @@ func newTransport(s *humus.Setup, c Connection) (*transport, error) {
 	tel := s.Telemetry.WithNoops()
 	var next http.RoundTripper = base
 	if c.Token != nil {
-		t.tokens = newTokenSource(c.Token, tel.LoggerProvider.Logger(scope))
+		t.tokens = newTokenSource(c.Token, tel.LoggerProvider.Logger(instrumentationScope))
 		next = &bearer{tokens: t.tokens, next: base}
 	}
 	t.RoundTripper = otelhttp.NewTransport(next,
