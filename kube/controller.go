@@ -88,9 +88,9 @@ type Controller struct {
 	// own keeps the controller's own applies from queueing their objects
 	// again (ownwrites.go).
 	own ownWrites
-	// handle is the part of a reconcile that knows the object's Go type:
-	// steps 2 to 6 of Reconciling (reconcile.go).
-	handle func(ctx context.Context, c *Controller, u *cachedObject) (after time.Duration, err error)
+	// typed is the part of a reconcile that knows the object's Go type
+	// (reconcile.go).
+	typed typedReconciler
 
 	clients clients
 	tel     *telemetry
@@ -175,7 +175,7 @@ func newController[Spec, Status any](s *humus.Setup, cl clients, clErr error, se
 	errs = append(errs, err)
 
 	t := objectType[Object[Spec, Status]]{
-		reconcile: func(ctx context.Context, obj Object[Spec, Status]) (time.Duration, any, error) {
+		callReconciler: func(ctx context.Context, obj Object[Spec, Status]) (time.Duration, any, error) {
 			res, err := rec.Reconcile(ctx, obj)
 			if res.Status == nil {
 				return res.After, nil, err
@@ -248,7 +248,7 @@ func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.Grou
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
-	return &Controller{
+	c := &Controller{
 		settings:  settings,
 		gvr:       gvr,
 		group:     group,
@@ -258,11 +258,13 @@ func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.Grou
 		watches:   p.watches,
 		caches:    caches,
 		finalizer: p.finalizerName,
-		handle:    t.handle,
 		clients:   cl,
 		tel:       tel,
 		done:      make(chan struct{}),
-	}, nil
+	}
+	t.c = c
+	c.typed = t
+	return c, nil
 }
 
 // isNil reports whether v is nil, or holds a nil func, pointer, map or

@@ -5,12 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
 )
@@ -61,52 +60,93 @@ func finalizeOf[T any](p finalizePart) (func(context.Context, T) error, error) {
 	return f, nil
 }
 
-// hasFinalizer reports whether u carries the controller's finalizer.
-func (c *Controller) hasFinalizer(u *cachedObject) bool {
-	for _, f := range u.GetFinalizers() {
-		if f == c.finalizer {
-			return true
-		}
+// finalizerState is where an object stands with the controller's
+// finalizer, as kube-rs's FinalizerState: what the reconcile does with it
+// is one switch, in objectType.reconcileObject.
+type finalizerState int
+
+const (
+	// finalizerNotOurs: the controller has no Finalize, and the object
+	// isn't being deleted. Reconcile it.
+	finalizerNotOurs finalizerState = iota
+	// finalizerToAdd: the object isn't being deleted and doesn't carry the
+	// finalizer yet. Add it, then reconcile.
+	finalizerToAdd
+	// finalizerOurs: the object isn't being deleted and carries the
+	// finalizer. Reconcile it.
+	finalizerOurs
+	// finalizerDeleting: the object is being deleted and carries the
+	// finalizer, which the controller hasn't removed yet. Call Finalize's
+	// f in place of the Reconciler, then remove the finalizer.
+	finalizerDeleting
+	// finalizerFinalized: the object is being deleted and nothing of the
+	// controller's holds it: the controller has no Finalize, the object
+	// doesn't carry the finalizer, or the controller has removed it and
+	// the cache doesn't show that yet. Leave it alone.
+	finalizerFinalized
+)
+
+// finalizerState returns where u stands with the controller's finalizer.
+func (c *Controller) finalizerState(u *cachedObject) finalizerState {
+	deleting := u.GetDeletionTimestamp() != nil
+	switch {
+	case c.finalizer == "" && !deleting:
+		return finalizerNotOurs
+	case c.finalizer == "":
+		return finalizerFinalized
+	case !deleting && !c.hasFinalizer(u):
+		return finalizerToAdd
+	case !deleting:
+		return finalizerOurs
+	case c.hasFinalizer(u) && !c.wasFinalized(u):
+		return finalizerDeleting
+	default:
+		return finalizerFinalized
 	}
-	return false
 }
 
-// applyFinalizer adds the controller's finalizer to u, or with keep false
-// removes it, by server-side apply of u's metadata under the controller's
-// field manager. The field manager that set a finalizer is the only one
-// that owns it, so an apply without it removes it. Once ctx is done it
-// applies nothing.
-func (c *Controller) applyFinalizer(ctx context.Context, u *cachedObject, keep bool) error {
-	verb := "adding"
-	if !keep {
-		verb = "removing"
-	}
+// hasFinalizer reports whether u carries the controller's finalizer.
+func (c *Controller) hasFinalizer(u *cachedObject) bool {
+	return slices.Contains(u.GetFinalizers(), c.finalizer)
+}
+
+// addFinalizer adds the controller's finalizer to u, by server-side apply
+// of u's metadata under the controller's field manager. Once ctx is done
+// it applies nothing.
+func (c *Controller) addFinalizer(ctx context.Context, u *cachedObject) error {
 	// A cancelled reconcile, on a lost Lease or at Shutdown's deadline,
 	// applies nothing: another replica may hold the Lease by now.
 	if err := errors.Join(ctx.Err(), mayWork(ctx)); err != nil {
-		return fmt.Errorf("kube: not %s finalizer %q of %s: the reconcile was cancelled: %w", verb, c.finalizer, c.describe(u), err)
+		return fmt.Errorf("kube: not adding finalizer %q of %s: the reconcile was cancelled: %w", c.finalizer, c.describe(u), err)
 	}
-	apply := c.applyObject(u)
-	if keep {
-		apply.Object["metadata"].(map[string]any)["finalizers"] = []any{c.finalizer}
+	if err := c.applyMetadata(ctx, u, map[string]any{"finalizers": []any{c.finalizer}}); err != nil {
+		return fmt.Errorf("kube: adding finalizer %q of %s: %w", c.finalizer, c.describe(u), err)
 	}
-	_, err := c.own.apply(u.key(), func() (*unstructured.Unstructured, error) {
-		return c.clients.dynamic.Resource(c.gvr).Namespace(u.namespace).Apply(ctx, u.name, apply,
-			metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true})
-	})
-	if !keep && (apierrors.IsNotFound(err) || apierrors.IsConflict(err)) {
+	return nil
+}
+
+// removeFinalizer removes the controller's finalizer from u, by
+// server-side apply of u's metadata without it under the controller's
+// field manager: the field manager that set a finalizer is the only one
+// that owns it, so an apply without it removes it. An object that is gone
+// has no finalizer left to remove. Once ctx is done it applies nothing.
+// It remembers u as finalized (wasFinalized) until the informer sees it
+// deleted.
+func (c *Controller) removeFinalizer(ctx context.Context, u *cachedObject) error {
+	if err := errors.Join(ctx.Err(), mayWork(ctx)); err != nil {
+		return fmt.Errorf("kube: not removing finalizer %q of %s: the reconcile was cancelled: %w", c.finalizer, c.describe(u), err)
+	}
+	err := c.applyMetadata(ctx, u, nil)
+	if apierrors.IsNotFound(err) || apierrors.IsConflict(err) {
 		// The object is gone: the API server refuses an apply naming the
 		// uid of an object that no longer exists ("uid mismatch", a
-		// Conflict; the apply is forced, so no field conflicts), and there
-		// is no finalizer left to remove.
+		// Conflict; the apply is forced, so no field conflicts).
 		err = nil
 	}
 	if err != nil {
-		return fmt.Errorf("kube: %s finalizer %q of %s: %w", verb, c.finalizer, c.describe(u), err)
+		return fmt.Errorf("kube: removing finalizer %q of %s: %w", c.finalizer, c.describe(u), err)
 	}
-	if !keep {
-		c.finalized.Store(u.GetUID(), struct{}{})
-	}
+	c.finalized.Store(u.GetUID(), struct{}{})
 	return nil
 }
 
@@ -128,24 +168,4 @@ func (c *Controller) forgetFinalized(obj any) {
 		c.finalized.Delete(m.GetUID())
 		c.blocked.Delete(m.GetUID())
 	}
-}
-
-// applyObject is the start of an apply to u: its apiVersion, its kind,
-// and its metadata's name, namespace and uid. The uid makes the apply fail
-// rather than create an object deleted since the cache saw it (an apply to
-// an object that doesn't exist creates it), or change another object of
-// the same name: the API server's patch handler refuses "uid mismatch".
-func (c *Controller) applyObject(u *cachedObject) *unstructured.Unstructured {
-	md := map[string]any{"name": u.name}
-	if u.namespace != "" {
-		md["namespace"] = u.namespace
-	}
-	if u.uid != "" {
-		md["uid"] = string(u.uid)
-	}
-	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": c.gvr.GroupVersion().String(),
-		"kind":       c.kind,
-		"metadata":   md,
-	}}
 }

@@ -269,11 +269,11 @@ func TestFinalizeRunsOnceWhenTheCacheStillShowsTheFinalizedObject(t *testing.T) 
 			}))
 		stale := w.DeepCopy()
 
-		_, err := c.handle(t.Context(), c, cached(t, stale))
+		_, err := c.typed.reconcileObject(t.Context(), cached(t, stale))
 		require.NoError(t, err)
 		require.False(t, f.exists(widgetGVR, testNamespace, "w1"), "removing the finalizer completes the deletion")
 
-		_, err = c.handle(t.Context(), c, cached(t, stale))
+		_, err = c.typed.reconcileObject(t.Context(), cached(t, stale))
 		require.NoError(t, err, "the object is gone: there is nothing left to do")
 		require.Equal(t, map[string]int{"w1": 1}, finalizes.get(), "f runs once")
 	})
@@ -298,7 +298,7 @@ func TestRemovingTheFinalizerOfAnObjectThatIsGoneIsDone(t *testing.T) {
 				return nil
 			}))
 
-		_, err := c.handle(t.Context(), c, cached(t, w))
+		_, err := c.typed.reconcileObject(t.Context(), cached(t, w))
 		require.NoError(t, err)
 		require.Equal(t, map[string]int{"w1": 1}, finalizes.get())
 		require.False(t, f.exists(widgetGVR, testNamespace, "w1"), "the remove's apply, which names the uid, never recreates the object")

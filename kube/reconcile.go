@@ -50,15 +50,20 @@ func (c *Controller) worker(ctx context.Context, queue workqueue.TypedRateLimiti
 	}
 }
 
-// reconcile reconciles one key, steps 1 to 7 of the spec's Reconciling,
-// inside the reconcile's root span, and settles the key by its outcome.
+// reconcile reconciles the object under key inside the reconcile's root
+// span, and settles key by the outcome.
 func (c *Controller) reconcile(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], lister cache.Indexer, key string) {
 	ctx, rec := c.tel.startReconcile(withController(ctx, c), c.kind, key)
 	ctx = c.withRecorder(ctx)
-
 	after, err := c.reconcileKey(ctx, lister, key)
+	c.settle(ctx, queue, lister, key, rec, after, err)
+}
 
-	// 7. Settle the key.
+// settle records the reconcile's outcome and settles key in the queue: a
+// recovered panic is recorded and not retried, an error is retried with
+// backoff, and a success forgets key's backoff and queues it again after
+// after, if after is positive.
+func (c *Controller) settle(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], lister cache.Indexer, key string, rec *reconcileRecord, after time.Duration, err error) {
 	var panicked *panicError
 	switch {
 	case errors.As(err, &panicked):
@@ -78,17 +83,15 @@ func (c *Controller) reconcile(ctx context.Context, queue workqueue.TypedRateLim
 	}
 }
 
-// reconcileKey runs steps 1 to 6 for key. A panic in them is recovered as
-// a *panicError.
+// reconcileKey looks key up in the cache and reconciles the object it
+// names. An object that is gone needs nothing: its owned resources are
+// garbage collected. A panic is recovered as a *panicError.
 func (c *Controller) reconcileKey(ctx context.Context, lister cache.Indexer, key string) (after time.Duration, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			after, err = 0, &panicError{value: v, stack: debug.Stack()}
 		}
 	}()
-
-	// 1. Look it up in the cache. An object that is gone needs nothing:
-	// its owned resources are garbage collected.
 	item, exists, err := lister.GetByKey(key)
 	if err != nil {
 		return 0, fmt.Errorf("kube: looking up %s %s in the cache: %w", c.kind, key, err)
@@ -96,11 +99,11 @@ func (c *Controller) reconcileKey(ctx context.Context, lister cache.Indexer, key
 	if !exists {
 		return 0, nil
 	}
-	o, ok := item.(*cachedObject)
+	u, ok := item.(*cachedObject)
 	if !ok {
 		return 0, fmt.Errorf("kube: the cache holds a %T for %s %s", item, c.kind, key)
 	}
-	return c.handle(ctx, c, o)
+	return c.typed.reconcileObject(ctx, u)
 }
 
 // panicError is a recovered panic and the stack it was raised on.
@@ -111,12 +114,23 @@ type panicError struct {
 
 func (p *panicError) Error() string { return fmt.Sprintf("panic: %v", p.value) }
 
+// typedReconciler is the part of a reconcile that knows the object's Go
+// type: objectType[T] of the controller's T.
+type typedReconciler interface {
+	// reconcileObject reconciles the cached object u: it decodes u,
+	// handles the controller's finalizer, calls the Reconciler, and
+	// applies the status it returns.
+	reconcileObject(ctx context.Context, u *cachedObject) (after time.Duration, err error)
+}
+
 // objectType is what the controller knows of one Go type of object: an
 // Object[Spec, Status] of a Resource, or a Kind's T.
 type objectType[T any] struct {
-	// reconcile calls the end user's Reconciler. status is the status to
-	// apply, or nil to leave it alone.
-	reconcile func(ctx context.Context, obj T) (after time.Duration, status any, err error)
+	c *Controller // set by build
+
+	// callReconciler calls the end user's Reconciler. status is the status
+	// to apply, or nil to leave it alone.
+	callReconciler func(ctx context.Context, obj T) (after time.Duration, status any, err error)
 
 	// status returns obj's status as decoded; nil for a Kind, whose status
 	// isn't the controller's.
@@ -126,59 +140,74 @@ type objectType[T any] struct {
 	finalize func(ctx context.Context, obj T) error
 }
 
-// handle runs steps 2 to 6 of Reconciling for the cached object u.
-func (t objectType[T]) handle(ctx context.Context, c *Controller, u *cachedObject) (time.Duration, error) {
-	// 2. Decode it into a new T. The decode is the copy, so nothing the
-	// Reconciler does changes the cache.
-	var obj T
-	if err := u.decode(&obj); err != nil {
-		err = fmt.Errorf("kube: decoding %s: %w", c.describe(u), err)
-		// A deletion waits on a finalizer that can't run: say why on the
-		// object, where kubectl shows it.
-		if u.GetDeletionTimestamp() != nil && t.finalize != nil && c.hasFinalizer(u) && !c.wasFinalized(u) {
-			err = errors.Join(err, c.blockedFinalizer(ctx, u, err))
-		}
+// reconcileObject decodes u, handles the controller's finalizer by where
+// u stands with it, and otherwise calls the Reconciler and applies the
+// status it returns, whether or not it returned an error, so a failure
+// can be a condition.
+func (t objectType[T]) reconcileObject(ctx context.Context, u *cachedObject) (time.Duration, error) {
+	c := t.c
+	obj, err := t.decode(ctx, u)
+	if err != nil {
 		return 0, err
 	}
-
-	// 3. Handle the finalizer, and 4. leave an object that is being deleted
-	// alone otherwise.
-	if u.GetDeletionTimestamp() != nil {
-		if t.finalize == nil || !c.hasFinalizer(u) || c.wasFinalized(u) {
-			return 0, nil
+	switch c.finalizerState(u) {
+	case finalizerNotOurs, finalizerOurs:
+	case finalizerToAdd:
+		if err := c.addFinalizer(ctx, u); err != nil {
+			return 0, err
 		}
+	case finalizerDeleting:
 		if err := t.finalize(ctx, obj); err != nil {
 			return 0, err
 		}
-		return 0, c.applyFinalizer(ctx, u, false)
-	}
-	if t.finalize != nil && !c.hasFinalizer(u) {
-		if err := c.applyFinalizer(ctx, u, true); err != nil {
-			return 0, err
-		}
+		return 0, c.removeFinalizer(ctx, u)
+	case finalizerFinalized:
+		return 0, nil
 	}
 
-	// The status is encoded before Reconcile runs: the Reconciler may
-	// change obj's slices and maps in place, as meta.SetStatusCondition
-	// does on a copy of Conditions.
-	var before []byte
-	if t.status != nil {
-		var err error
-		if before, err = json.Marshal(t.status(&obj)); err != nil {
-			return 0, fmt.Errorf("kube: encoding the status of %s: %w", c.describe(u), err)
-		}
+	before, err := t.encodeStatus(u, &obj)
+	if err != nil {
+		return 0, err
 	}
-
-	// 5. Call Reconcile.
-	after, status, err := t.reconcile(ctx, obj)
-
-	// 6. Apply the status, whether or not Reconcile returned an error.
+	after, status, err := t.callReconciler(ctx, obj)
 	if status != nil {
 		if applyErr := c.applyStatus(ctx, u, before, status); applyErr != nil {
 			err = errors.Join(err, applyErr)
 		}
 	}
 	return after, err
+}
+
+// decode decodes u into a new T. The decode is the copy, so nothing the
+// Reconciler does changes the cache. An object that is being deleted and
+// waits on the controller's finalizer, which can't run on an object that
+// doesn't decode, is annotated with why (blockedFinalizer), where kubectl
+// shows it.
+func (t objectType[T]) decode(ctx context.Context, u *cachedObject) (T, error) {
+	var obj T
+	if err := u.decode(&obj); err != nil {
+		err = fmt.Errorf("kube: decoding %s: %w", t.c.describe(u), err)
+		if t.c.finalizerState(u) == finalizerDeleting {
+			err = errors.Join(err, t.c.blockedFinalizer(ctx, u, err))
+		}
+		return obj, err
+	}
+	return obj, nil
+}
+
+// encodeStatus returns the JSON encoding of obj's status, or nil for a
+// Kind. It is encoded before Reconcile runs: the Reconciler may change
+// obj's slices and maps in place, as meta.SetStatusCondition does on a
+// copy of Conditions.
+func (t objectType[T]) encodeStatus(u *cachedObject, obj *T) ([]byte, error) {
+	if t.status == nil {
+		return nil, nil
+	}
+	b, err := json.Marshal(t.status(obj))
+	if err != nil {
+		return nil, fmt.Errorf("kube: encoding the status of %s: %w", t.c.describe(u), err)
+	}
+	return b, nil
 }
 
 // applyStatus applies status to u's status subresource with server-side
@@ -212,12 +241,4 @@ func (c *Controller) applyStatus(ctx context.Context, u *cachedObject, before []
 		return fmt.Errorf("kube: applying the status of %s: %w", c.describe(u), err)
 	}
 	return nil
-}
-
-// describe names u in errors, as its kind and namespace/name.
-func (c *Controller) describe(u *cachedObject) string {
-	if ns := u.GetNamespace(); ns != "" {
-		return c.kind + " " + ns + "/" + u.GetName()
-	}
-	return c.kind + " " + u.GetName()
 }

@@ -10,9 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // fieldPath returns the path, such as spec.resources.limits.memory or
@@ -149,13 +146,9 @@ func (c *Controller) blockedFinalizer(ctx context.Context, u *cachedObject, deco
 	if err := errors.Join(ctx.Err(), mayWork(ctx)); err != nil {
 		return fmt.Errorf("kube: not annotating %s: the reconcile was cancelled: %w", c.describe(u), err)
 	}
-	apply := c.applyObject(u)
-	md := apply.Object["metadata"].(map[string]any)
-	md["finalizers"] = []any{c.finalizer}
-	md["annotations"] = map[string]any{c.finalizer: msg}
-	_, err := c.own.apply(u.key(), func() (*unstructured.Unstructured, error) {
-		return c.clients.dynamic.Resource(c.gvr).Namespace(u.namespace).Apply(ctx, u.name, apply,
-			metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true})
+	err := c.applyMetadata(ctx, u, map[string]any{
+		"finalizers":  []any{c.finalizer},
+		"annotations": map[string]any{c.finalizer: msg},
 	})
 	if err != nil {
 		return fmt.Errorf("kube: annotating %s with why its finalizer %q can't run: %w", c.describe(u), c.finalizer, err)
