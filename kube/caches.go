@@ -9,14 +9,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/watchlist"
 	"k8s.io/client-go/util/workqueue"
 )
 
@@ -66,14 +59,14 @@ func (c *Controller) startCaches(ctx context.Context, unserved chan<- error) (*c
 		return nil
 	}
 	var err error
-	cs.resource, err = newResourceInformer(trackedDynamic{c.clients.dynamic, rw}, c.gvr, ns, c.settings.LabelSelector, c.settings.Resync)
+	cs.resource, err = newResourceInformer(c.clients.dynamic, rw, c.gvr, ns, c.settings.LabelSelector, c.settings.Resync)
 	if err == nil {
 		c.cache(c.gvr, cs.resource)
 	}
 	errs := []error{add(cs.resource, err, rw, c.objectHandler(cs.queue))}
 	for _, o := range c.owns {
 		h := newWatchHealth(o.gvr.String(), c.settings.WatchTimeout, nil)
-		inf, err := newMetadataInformer(trackedMetadata{c.clients.metadata, h}, o.gvr, ns, o.selector, compactMetadata)
+		inf, err := newMetadataInformer(c.clients.metadata, h, o.gvr, ns, o.selector, compactMetadata)
 		if err == nil {
 			c.cache(o.gvr, inf)
 		}
@@ -167,7 +160,8 @@ func (cs *caches) stop() {
 // its resource has been unserved (a list or watch answered NotFound, as
 // for a deleted CRD). client-go's reflector retries a refused watch
 // without telling its watch error handler, so the health is read from the
-// calls themselves, through trackedDynamic and trackedMetadata.
+// calls themselves: newInformer records each list and watch start in its
+// informer's watchHealth.
 type watchHealth struct {
 	name    string
 	timeout time.Duration
@@ -187,8 +181,12 @@ func newWatchHealth(name string, timeout time.Duration, onUnserved func(error)) 
 	return &watchHealth{name: name, timeout: timeout, onUnserved: onUnserved, changed: make(chan struct{})}
 }
 
-// called records the outcome of a list or a watch start.
+// called records the outcome of a list or a watch start. A nil h records
+// nothing.
 func (h *watchHealth) called(ctx context.Context, err error) {
+	if h == nil {
+		return
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.stopped || ctx.Err() != nil {
@@ -259,85 +257,4 @@ func (h *watchHealth) stop() {
 		h.unserved.Stop()
 		h.unserved = nil
 	}
-}
-
-// trackedDynamic is a dynamic client whose resources' lists and watches
-// are recorded in h. It keeps the client's watch-list semantics.
-type trackedDynamic struct {
-	dynamic.Interface
-	h *watchHealth
-}
-
-func (d trackedDynamic) Resource(gvr schema.GroupVersionResource) dynamic.NamespaceableResourceInterface {
-	return trackedDynamicResource{d.Interface.Resource(gvr), d.h}
-}
-
-func (d trackedDynamic) IsWatchListSemanticsUnSupported() bool {
-	return watchlist.DoesClientNotSupportWatchListSemantics(d.Interface)
-}
-
-type trackedDynamicResource struct {
-	dynamic.NamespaceableResourceInterface
-	h *watchHealth
-}
-
-func (r trackedDynamicResource) Namespace(ns string) dynamic.ResourceInterface {
-	return trackedDynamicNamespaced{r.NamespaceableResourceInterface.Namespace(ns), r.h}
-}
-
-type trackedDynamicNamespaced struct {
-	dynamic.ResourceInterface
-	h *watchHealth
-}
-
-func (r trackedDynamicNamespaced) List(ctx context.Context, opts metav1.ListOptions) (*unstructured.UnstructuredList, error) {
-	l, err := r.ResourceInterface.List(ctx, opts)
-	r.h.called(ctx, err)
-	return l, err
-}
-
-func (r trackedDynamicNamespaced) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	w, err := r.ResourceInterface.Watch(ctx, opts)
-	r.h.called(ctx, err)
-	return w, err
-}
-
-// trackedMetadata is trackedDynamic for the metadata client.
-type trackedMetadata struct {
-	metadata.Interface
-	h *watchHealth
-}
-
-func (m trackedMetadata) Resource(gvr schema.GroupVersionResource) metadata.Getter {
-	return trackedMetadataResource{m.Interface.Resource(gvr), m.h}
-}
-
-func (m trackedMetadata) IsWatchListSemanticsUnSupported() bool {
-	return watchlist.DoesClientNotSupportWatchListSemantics(m.Interface)
-}
-
-type trackedMetadataResource struct {
-	metadata.Getter
-	h *watchHealth
-}
-
-func (r trackedMetadataResource) Namespace(ns string) metadata.ResourceInterface {
-	return trackedMetadataNamespaced{r.Getter.Namespace(ns), r.h}
-}
-
-type trackedMetadataNamespaced struct {
-	metadata.ResourceInterface
-	h *watchHealth
-}
-
-func (r trackedMetadataNamespaced) List(ctx context.Context, opts metav1.ListOptions) (*metav1.PartialObjectMetadataList, error) {
-	l, err := r.ResourceInterface.List(ctx, opts)
-	r.h.called(ctx, err)
-	return l, err
-}
-
-func (r trackedMetadataNamespaced) Watch(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
-	w, err := r.ResourceInterface.Watch(ctx, opts)
-	r.h.called(ctx, err)
-	return w, err
 }

@@ -22,10 +22,11 @@ import (
 // newResourceInformer is dynamicinformer.NewFilteredDynamicInformer's
 // informer of gvr in namespace ("" for all) of the objects selector selects
 // ("" for all), with detached watches, whose cache holds each object as a
-// *cachedObject with its JSON. A resync of 0 never resyncs.
-func newResourceInformer(client dynamic.Interface, gvr schema.GroupVersionResource, namespace, selector string, resync time.Duration) (cache.SharedIndexInformer, error) {
+// *cachedObject with its JSON. A resync of 0 never resyncs. Its lists and
+// watches are recorded in h, unless h is nil.
+func newResourceInformer(client dynamic.Interface, h *watchHealth, gvr schema.GroupVersionResource, namespace, selector string, resync time.Duration) (cache.SharedIndexInformer, error) {
 	ri := client.Resource(gvr).Namespace(namespace)
-	return newInformer(client, ri.List, ri.Watch, selector, &unstructured.Unstructured{}, compactObject,
+	return newInformer(client, h, ri.List, ri.Watch, selector, &unstructured.Unstructured{}, compactObject,
 		cache.SharedIndexInformerOptions{ResyncPeriod: resync, ObjectDescription: gvr.String()})
 }
 
@@ -33,10 +34,11 @@ func newResourceInformer(client dynamic.Interface, gvr schema.GroupVersionResour
 // informer of gvr in namespace ("" for all) of the objects selector selects
 // ("" for all), with no resync and detached watches, whose cache holds each
 // object as transform returns it: compactMetadata for Owns, which keeps
-// only what Owns reads.
-func newMetadataInformer(client metadata.Interface, gvr schema.GroupVersionResource, namespace, selector string, transform cache.TransformFunc) (cache.SharedIndexInformer, error) {
+// only what Owns reads. Its lists and watches are recorded in h, unless h
+// is nil.
+func newMetadataInformer(client metadata.Interface, h *watchHealth, gvr schema.GroupVersionResource, namespace, selector string, transform cache.TransformFunc) (cache.SharedIndexInformer, error) {
 	ri := client.Resource(gvr).Namespace(namespace)
-	return newInformer(client, ri.List, ri.Watch, selector, &metav1.PartialObjectMetadata{}, transform,
+	return newInformer(client, h, ri.List, ri.Watch, selector, &metav1.PartialObjectMetadata{}, transform,
 		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String() + " metadata"})
 }
 
@@ -44,11 +46,14 @@ func newMetadataInformer(client metadata.Interface, gvr schema.GroupVersionResou
 // limited to those selector selects, with client-go's watch-list semantics
 // where client supports them (cache.ToListWatcherWithWatchListSemantics),
 // and detached watches, which caches each object as transform returns it.
-func newInformer[L runtime.Object](client any, list func(context.Context, metav1.ListOptions) (L, error), start func(context.Context, metav1.ListOptions) (watch.Interface, error), selector string, obj runtime.Object, transform cache.TransformFunc, opts cache.SharedIndexInformerOptions) (cache.SharedIndexInformer, error) {
+// The outcome of each list and each watch's start is recorded in h
+// (watchHealth.called), unless h is nil.
+func newInformer[L runtime.Object](client any, h *watchHealth, list func(context.Context, metav1.ListOptions) (L, error), start func(context.Context, metav1.ListOptions) (watch.Interface, error), selector string, obj runtime.Object, transform cache.TransformFunc, opts cache.SharedIndexInformerOptions) (cache.SharedIndexInformer, error) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = selector
 			l, err := list(ctx, o)
+			h.called(ctx, err)
 			if err != nil {
 				return nil, err
 			}
@@ -56,7 +61,9 @@ func newInformer[L runtime.Object](client any, list func(context.Context, metav1
 		},
 		WatchFuncWithContext: detachedWatch(func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = selector
-			return start(ctx, o)
+			w, err := start(ctx, o)
+			h.called(ctx, err)
+			return w, err
 		}),
 	}
 	// An informer made with nil Indexers panics in AddIndexers, which

@@ -348,9 +348,9 @@ func (c *Controller) watchInformers(resource cache.SharedIndexInformer, queue wo
 		var inf cache.SharedIndexInformer
 		var err error
 		if w.objects {
-			inf, err = newResourceInformer(c.clients.dynamic, w.gvr, ns, w.selector, 0)
+			inf, err = newResourceInformer(c.clients.dynamic, nil, w.gvr, ns, w.selector, 0)
 		} else {
-			inf, err = newMetadataInformer(c.clients.metadata, w.gvr, ns, w.selector, dropManagedFields)
+			inf, err = newMetadataInformer(c.clients.metadata, nil, w.gvr, ns, w.selector, dropManagedFields)
 		}
 		if err != nil {
 			return nil, nil, err
