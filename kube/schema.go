@@ -357,109 +357,7 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 		s.Properties = make(map[string]apiextensionsv1.JSONSchemaProps, len(fields))
 	}
 	for _, f := range fields {
-		fpath := path + "." + f.name
-		ft := f.typ
-		ptr := ft.Kind() == reflect.Pointer
-		for ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
-		// The rules of each struct along the field's index sequence, the
-		// innermost first, so the outer type's rules win.
-		owner := make([]reflect.Type, len(f.index))
-		ot := t
-		for i, x := range f.index {
-			owner[i] = ot
-			ot = ot.Field(x).Type
-			for ot.Kind() == reflect.Pointer {
-				ot = ot.Elem()
-			}
-		}
-		type ruleAt struct {
-			owner reflect.Type
-			k     int
-			fr    fieldRule
-		}
-		var frs []ruleAt
-		preserve := false
-		for i := len(f.index) - 1; i >= 0; i-- {
-			if r := b.rules[owner[i]]; r != nil {
-				for k, fr := range r.fields {
-					if slices.Equal(fr.index, f.index[i:]) {
-						frs = append(frs, ruleAt{owner[i], k, fr})
-						preserve = preserve || fr.preserve
-					}
-				}
-			}
-		}
-
-		var p apiextensionsv1.JSONSchemaProps
-		opaque := false
-		switch {
-		case f.quoted:
-			p = apiextensionsv1.JSONSchemaProps{Type: "string"}
-		case preserve:
-			p, opaque = b.opaque(ft)
-		}
-		if !f.quoted && !opaque {
-			p = b.schema(ft, fpath)
-		}
-		required := !f.omit && !f.viaPointer
-		// A field of Kubernetes' own types has what the API server's schema
-		// says of it, and is required as it says, and then isn't nullable,
-		// so that a null doesn't pass for a field the API server requires.
-		upRequired, up := b.upstreamField(t, owner[len(owner)-1], f.name, &p)
-		if up {
-			required = upRequired
-		}
-		defaulted, nullable := false, false
-		constrained := b.constrained(ft) || upRequired
-		for _, ra := range frs {
-			fr := ra.fr
-			if fr.defaulted {
-				required = false
-				defaulted = true
-			}
-			if fr.required != nil {
-				required = *fr.required
-				constrained = constrained || required
-			}
-			nullable = nullable || fr.nullable
-			constrained = constrained || constrainsValue(fr.constraints)
-			for n, c := range fr.constraints {
-				if err := applyConstraint(c, &p); err != nil {
-					b.report(fmt.Sprintf("rule %s %d %d", ra.owner, ra.k, n), fmt.Errorf("kube: %s: Rules for %s: %s: %s %w", fpath, ra.owner, goFieldName(ra.owner, fr.index), c.name, err))
-				}
-			}
-		}
-		if f.quoted {
-			quoteValues(&p)
-		}
-		// encoding/json writes null for a nil pointer (",string" or not),
-		// slice or map, and for a zero metav1.Time, MicroTime or
-		// RawExtension. The API server drops a null it may not keep, and
-		// then finds a required field missing; and it defaults only a field
-		// that is missing.
-		// omitempty leaves out a nil pointer, slice or map, but never a
-		// struct: a zero metav1.Time tagged omitempty is still written, as
-		// null, and so is a pointer to one. omitzero leaves out both (it
-		// asks metav1.Time's IsZero).
-		// A field whose value is constrained, by a rule of its own or of its
-		// type, or that Required makes required, isn't nullable, so a null
-		// can't pass its constraints: the API server drops the null, and a
-		// required field is then missing.
-		// A condition's lastTransitionTime (metav1.Condition's, embedded or
-		// not, or a user's own condition type's) stays required and not
-		// nullable, as Kubernetes' own ValidateConditions requires it set
-		// (apimachinery's meta/v1/validation), so a condition without one is
-		// refused rather than stored as null.
-		leftOut := f.omitzero || f.omit && !zeroIsNull(ft) && (ptr || ft.Kind() == reflect.Slice || ft.Kind() == reflect.Map)
-		conditionTime := f.name == "lastTransitionTime" && required && conditionShaped(owner[len(owner)-1])
-		if (ptr || !f.quoted && b.mayBeNil(ft)) && !leftOut && !defaulted && !conditionTime && !constrained {
-			p.Nullable = true
-		}
-		if nullable {
-			p.Nullable = true
-		}
+		p, required := b.field(t, f, path+"."+f.name)
 		s.Properties[f.name] = p
 		if required {
 			s.Required = append(s.Required, f.name)
@@ -474,6 +372,141 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 		}
 	}
 	return s
+}
+
+// ruleAt is a field's rule: the k-th field rule of the Rules of owner.
+type ruleAt struct {
+	owner reflect.Type
+	k     int
+	fr    fieldRule
+}
+
+// fieldRules returns the rules of field f of struct t: those of each struct
+// along f's index sequence, the innermost first, so the outer type's rules
+// win; the innermost struct, the one that declares f; and whether a rule
+// preserves f's unknown fields.
+func (b *reflector) fieldRules(t reflect.Type, f jsonField) (frs []ruleAt, declaring reflect.Type, preserve bool) {
+	owner := make([]reflect.Type, len(f.index))
+	ot := t
+	for i, x := range f.index {
+		owner[i] = ot
+		ot = ot.Field(x).Type
+		for ot.Kind() == reflect.Pointer {
+			ot = ot.Elem()
+		}
+	}
+	for i := len(f.index) - 1; i >= 0; i-- {
+		if r := b.rules[owner[i]]; r != nil {
+			for k, fr := range r.fields {
+				if slices.Equal(fr.index, f.index[i:]) {
+					frs = append(frs, ruleAt{owner[i], k, fr})
+					preserve = preserve || fr.preserve
+				}
+			}
+		}
+	}
+	return frs, owner[len(owner)-1], preserve
+}
+
+// field is the schema of field f of struct t, at fpath, and whether it is
+// required.
+func (b *reflector) field(t reflect.Type, f jsonField, fpath string) (apiextensionsv1.JSONSchemaProps, bool) {
+	ft := f.typ
+	ptr := ft.Kind() == reflect.Pointer
+	for ft.Kind() == reflect.Pointer {
+		ft = ft.Elem()
+	}
+	frs, declaring, preserve := b.fieldRules(t, f)
+
+	var p apiextensionsv1.JSONSchemaProps
+	opaque := false
+	switch {
+	case f.quoted:
+		p = apiextensionsv1.JSONSchemaProps{Type: "string"}
+	case preserve:
+		p, opaque = b.opaque(ft)
+	}
+	if !f.quoted && !opaque {
+		p = b.schema(ft, fpath)
+	}
+	required := !f.omit && !f.viaPointer
+	// A field of Kubernetes' own types has what the API server's schema
+	// says of it, and is required as it says, and then isn't nullable,
+	// so that a null doesn't pass for a field the API server requires.
+	upRequired, up := b.upstreamField(t, declaring, f.name, &p)
+	if up {
+		required = upRequired
+	}
+	defaulted, nullable := false, false
+	constrained := b.constrained(ft) || upRequired
+	for _, ra := range frs {
+		fr := ra.fr
+		if fr.defaulted {
+			required = false
+			defaulted = true
+		}
+		if fr.required != nil {
+			required = *fr.required
+			constrained = constrained || required
+		}
+		nullable = nullable || fr.nullable
+		constrained = constrained || constrainsValue(fr.constraints)
+		for n, c := range fr.constraints {
+			if err := applyConstraint(c, &p); err != nil {
+				b.report(fmt.Sprintf("rule %s %d %d", ra.owner, ra.k, n), fmt.Errorf("kube: %s: Rules for %s: %s: %s %w", fpath, ra.owner, goFieldName(ra.owner, fr.index), c.name, err))
+			}
+		}
+	}
+	if f.quoted {
+		quoteValues(&p)
+	}
+	conditionTime := f.name == "lastTransitionTime" && required && conditionShaped(declaring)
+	if nullable || b.keepsNull(f, ft, ptr, defaulted, constrained, conditionTime) {
+		p.Nullable = true
+	}
+	return p, required
+}
+
+// keepsNull reports whether the schema of field f, of type ft once its
+// pointers are removed (ptr if there were any), is nullable without a
+// rule saying so: whether encoding/json may write null for it, and the
+// API server should keep that null. The API server drops a null it may
+// not keep, and then finds a required field missing; and it defaults only
+// a field that is missing. Each case below is one reason it isn't.
+func (b *reflector) keepsNull(f jsonField, ft reflect.Type, ptr, defaulted, constrained, conditionTime bool) bool {
+	switch {
+	case !ptr && (f.quoted || !b.mayBeNil(ft)):
+		// encoding/json writes null only for a nil pointer (",string" or
+		// not), and for a nil slice or map or a zero metav1.Time,
+		// MicroTime or RawExtension (mayBeNil) not tagged ",string".
+		return false
+	case f.omitzero:
+		// omitzero leaves out both a nil and a zero value (it asks
+		// metav1.Time's IsZero).
+		return false
+	case f.omit && !zeroIsNull(ft) && (ptr || ft.Kind() == reflect.Slice || ft.Kind() == reflect.Map):
+		// omitempty leaves out a nil pointer, slice or map, but never a
+		// struct: a zero metav1.Time tagged omitempty is still written,
+		// as null, and so is a pointer to one.
+		return false
+	case defaulted:
+		// The API server defaults only a field that is missing.
+		return false
+	case constrained:
+		// A field whose value is constrained, by a rule of its own or of
+		// its type, or that Required makes required, isn't nullable, so a
+		// null can't pass its constraints: the API server drops the null,
+		// and a required field is then missing.
+		return false
+	case conditionTime:
+		// A condition's lastTransitionTime (metav1.Condition's, embedded
+		// or not, or a user's own condition type's) stays required and not
+		// nullable, as Kubernetes' own ValidateConditions requires it set
+		// (apimachinery's meta/v1/validation), so a condition without one
+		// is refused rather than stored as null.
+		return false
+	}
+	return true
 }
 
 // quoteValues encodes p's Default and Enum values, which were encoded as
