@@ -10,7 +10,7 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/health"
 	"github.com/z5labs/humus/kube"
-	"github.com/z5labs/humus/kube/examples/internal/appconfig"
+	"github.com/z5labs/humus/kube/examples/appconfig"
 )
 
 // Config is everything the default-deny App runs with: its Connection, its

@@ -17,8 +17,8 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/controlplane/controlplanetest"
+	"github.com/z5labs/humus/kube/examples/appconfig"
 	"github.com/z5labs/humus/kube/examples/defaultdeny/app"
-	"github.com/z5labs/humus/kube/examples/internal/appconfig"
 	"github.com/z5labs/humus/kube/examples/internal/apptest"
 )
 

@@ -37,7 +37,7 @@ import (
 	"github.com/z5labs/humus/controlplane"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
-	"github.com/z5labs/humus/kube/examples/internal/appconfig"
+	"github.com/z5labs/humus/kube/examples/appconfig"
 )
 
 // Env is a cluster and the admin's clients of it.

@@ -35,7 +35,7 @@ import (
 	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
-	"github.com/z5labs/humus/kube/examples/internal/appconfig"
+	"github.com/z5labs/humus/kube/examples/appconfig"
 	"github.com/z5labs/humus/kube/examples/internal/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )

@@ -24,7 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/z5labs/humus"
-	"github.com/z5labs/humus/kube/examples/internal/appconfig"
+	"github.com/z5labs/humus/kube/examples/appconfig"
 	"github.com/z5labs/humus/kube/examples/internal/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )

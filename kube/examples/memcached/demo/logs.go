@@ -13,7 +13,7 @@ import (
 	sdklog "go.opentelemetry.io/otel/sdk/log"
 
 	"github.com/z5labs/humus"
-	"github.com/z5labs/humus/kube/examples/internal/appconfig"
+	"github.com/z5labs/humus/kube/examples/appconfig"
 )
 
 // logPrinter is the App's Telemetry in the demo: it prints each log record

@@ -24,7 +24,7 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
-	"github.com/z5labs/humus/kube/examples/internal/appconfig"
+	"github.com/z5labs/humus/kube/examples/appconfig"
 )
 
 func TestInPodReadsTheServiceAccountThroughTheFS(t *testing.T) {
