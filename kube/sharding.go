@@ -750,9 +750,23 @@ func (m *member) leave(ctx context.Context) {
 	defer cancel()
 	l.Spec.HolderIdentity = ptr.To("")
 	l.Annotations[shardViewAnnotation] = ""
-	got, err := m.leases.Update(ctx, l, metav1.UpdateOptions{})
-	if err != nil {
-		return
+	// A renewal abandoned as the member stopped may have landed: a
+	// conflict is retried on the Lease as it is, while it is still ours.
+	var got *coordinationv1.Lease
+	for {
+		var err error
+		got, err = m.leases.Update(ctx, l, metav1.UpdateOptions{})
+		if err == nil {
+			break
+		}
+		if !apierrors.IsConflict(err) {
+			return
+		}
+		fresh, err := m.leases.Get(ctx, m.leaseName, metav1.GetOptions{})
+		if err != nil || fresh.Spec.HolderIdentity == nil || *fresh.Spec.HolderIdentity != m.id {
+			return
+		}
+		l.ResourceVersion = fresh.ResourceVersion
 	}
 	_ = m.leases.Delete(ctx, m.leaseName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &got.UID, ResourceVersion: &got.ResourceVersion}})
 }

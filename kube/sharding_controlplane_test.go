@@ -1,0 +1,254 @@
+//go:build controlplane
+
+package kube_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/controlplane/controlplanetest"
+	"github.com/z5labs/humus/kube"
+)
+
+// shardReconciles records every reconcile of the members in the test's
+// process, with its member, start and end, and any reconcile that started
+// while another member's of the same object was in flight.
+type shardReconciles struct {
+	mu      sync.Mutex
+	busy    map[string]string
+	overlap []string
+	log     []shardReconcileAt
+}
+
+type shardReconcileAt struct {
+	name, member string
+	start, end   time.Time
+}
+
+func (r *shardReconciles) reconciler(member string) kube.ReconcilerFunc[gadgetSpec, gadgetStatus] {
+	return func(ctx context.Context, g gadget) (kube.Result[gadgetStatus], error) {
+		r.mu.Lock()
+		if other := r.busy[g.Name]; other != "" {
+			r.overlap = append(r.overlap, fmt.Sprintf("%s by %s while %s's was in flight, at %v", g.Name, member, other, time.Now()))
+		}
+		r.busy[g.Name] = member
+		start := time.Now()
+		r.mu.Unlock()
+		// A reconcile of some length, so that an overlap has room to show.
+		select {
+		case <-ctx.Done():
+		case <-time.After(10 * time.Millisecond):
+		}
+		r.mu.Lock()
+		r.busy[g.Name] = ""
+		r.log = append(r.log, shardReconcileAt{name: g.Name, member: member, start: start, end: time.Now()})
+		r.mu.Unlock()
+		return kube.Result[gadgetStatus]{Status: &gadgetStatus{Seen: g.Spec.Size}, After: 2 * time.Second}, nil
+	}
+}
+
+// members returns, for each object reconciled at or after t, the members
+// that reconciled it.
+func (r *shardReconciles) members(t time.Time) map[string]map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]map[string]bool{}
+	for _, rec := range r.log {
+		if rec.start.Before(t) {
+			continue
+		}
+		if out[rec.name] == nil {
+			out[rec.name] = map[string]bool{}
+		}
+		out[rec.name][rec.member] = true
+	}
+	return out
+}
+
+// firstOther returns when name was first reconciled at or after t by a
+// member other than not, or the zero time.
+func (r *shardReconciles) firstOther(name string, t time.Time, not string) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rec := range r.log {
+		if rec.name == name && rec.member != not && !rec.start.Before(t) {
+			return rec.start
+		}
+	}
+	return time.Time{}
+}
+
+// owners returns each object's one member since t, and fails if an object
+// had two or none.
+func (r *shardReconciles) owners(t *testing.T, since time.Time, n int) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for name, ms := range r.members(since) {
+		require.Len(t, ms, 1, "%s reconciled by %v since %v", name, ms, since)
+		for m := range ms {
+			out[name] = m
+		}
+	}
+	require.Len(t, out, n, "every object is reconciled")
+	return out
+}
+
+// TestShardingAgainstTheAPIServer runs three members with Sharding on,
+// in the test's process, over 300 Gadgets: all converge, each object is
+// reconciled by one member at a time, the three share them within 20% of
+// a third each; a fourth takes about a quarter; one stopped gracefully
+// hands its objects over within 2 RetryPeriods.
+func TestShardingAgainstTheAPIServer(t *testing.T) {
+	cluster := controlplanetest.Start(t)
+	cfg := cluster.RESTConfig()
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	kc, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ext, err := apiextensionsclient.NewForConfig(cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	crd, err := gadgets.CRD()
+	require.NoError(t, err)
+	apiServer{ext: ext, dyn: dyn}.install(t, crd)
+
+	const ns, n = "sharding", 300
+	_, err = kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	res := dyn.Resource(gadgets.GVR()).Namespace(ns)
+	for i := range n {
+		_, err := res.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "controller.humus.example.com/v1",
+			"kind":       "Gadget",
+			"metadata":   map[string]any{"name": fmt.Sprintf("g%03d", i)},
+			"spec":       map[string]any{"size": int64(1 + i%3)},
+		}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+
+	s := &humus.Setup{Host: humus.OSHost()}
+	client, err := kube.NewClient(s, kube.Connection{
+		Server: cluster.Server,
+		TLS:    cluster.TLS,
+		Token:  func(context.Context) (string, error) { return cluster.Token, nil },
+	})
+	require.NoError(t, err)
+	settings := kube.DefaultSettings()
+	settings.Name = "gadget-shards"
+	settings.Namespace = ns
+	settings.Workers = 2
+	settings.Sharding.Enabled = true
+	settings.LeaderElection.Namespace = ns
+	settings.LeaderElection.LeaseDuration = 4 * time.Second
+	settings.LeaderElection.RenewDeadline = 3 * time.Second
+	settings.LeaderElection.RetryPeriod = time.Second
+	rec := &shardReconciles{busy: map[string]string{}}
+
+	type member struct {
+		ctrl   *kube.Controller
+		served chan error
+	}
+	start := func(id string) member {
+		st := settings
+		st.LeaderElection.Identity = id
+		ctrl, err := kube.NewController(s, client, st, gadgets, rec.reconciler(id))
+		require.NoError(t, err)
+		m := member{ctrl: ctrl, served: make(chan error, 1)}
+		go func() { m.served <- ctrl.Serve(context.Background()) }()
+		t.Cleanup(func() { _ = ctrl.Shutdown(context.Background()) })
+		return m
+	}
+	stop := func(m member) {
+		require.NoError(t, m.ctrl.Shutdown(ctx))
+		require.NoError(t, <-m.served)
+	}
+	converged := func() bool {
+		l, err := res.List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, g := range l.Items {
+			seen, _, _ := unstructured.NestedInt64(g.Object, "status", "seen")
+			size, _, _ := unstructured.NestedInt64(g.Object, "spec", "size")
+			if seen != size {
+				return false
+			}
+		}
+		return len(l.Items) == n
+	}
+
+	began := time.Now()
+	m1, m2, m3 := start("member-1"), start("member-2"), start("member-3")
+	require.Eventually(t, converged, time.Minute, 200*time.Millisecond, "every Gadget converges")
+	t.Logf("300 Gadgets converged on three members in %v", time.Since(began).Round(time.Millisecond))
+
+	// Settled: every object reconciled by one member, about a third each.
+	time.Sleep(2 * settings.LeaderElection.RetryPeriod) // the joins' view changes are over
+	settled := time.Now()
+	time.Sleep(5 * time.Second) // every object comes round again after 2s
+	before := rec.owners(t, settled, n)
+	share := map[string]int{}
+	for _, m := range before {
+		share[m]++
+	}
+	t.Logf("the three members' shares: %v", share)
+	require.Len(t, share, 3)
+	for m, got := range share {
+		require.InDelta(t, n/3, got, n/3*0.2, "%s's share", m)
+	}
+
+	// A fourth joins: about a quarter move, all to it.
+	m4 := start("member-4")
+	time.Sleep(3 * settings.LeaderElection.RetryPeriod)
+	settled = time.Now()
+	time.Sleep(5 * time.Second)
+	after := rec.owners(t, settled, n)
+	moved := 0
+	for name, m := range after {
+		if m != before[name] {
+			moved++
+			require.Equal(t, "member-4", m, "%s moved from %s", name, before[name])
+		}
+	}
+	t.Logf("member-4 took %d of %d", moved, n)
+	require.InDelta(t, n/4, moved, n/4*0.3, "about a quarter move")
+
+	// member-2 stops gracefully: its objects move within 2 RetryPeriods.
+	left := time.Now()
+	stop(m2)
+	time.Sleep(3 * settings.LeaderElection.RetryPeriod)
+	var latest time.Duration
+	for name, m := range after {
+		if m != "member-2" {
+			continue
+		}
+		at := rec.firstOther(name, left, "member-2")
+		require.False(t, at.IsZero(), "%s moved", name)
+		latest = max(latest, at.Sub(left))
+	}
+	t.Logf("member-2's objects moved within %v of its Shutdown", latest.Round(time.Millisecond))
+	require.LessOrEqual(t, latest, 2*settings.LeaderElection.RetryPeriod)
+
+	rec.mu.Lock()
+	require.Empty(t, rec.overlap, "no Gadget reconciled by two members at once")
+	total := len(rec.log)
+	rec.mu.Unlock()
+	t.Logf("%d reconciles, none overlapping", total)
+	stop(m1)
+	stop(m3)
+	stop(m4)
+	leases, err := kc.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: "humus.kube/shard-of=gadget-shards"})
+	require.NoError(t, err)
+	require.Empty(t, leases.Items, "every member deleted its Lease on its graceful stop")
+}
