@@ -106,15 +106,9 @@ const (
 // starting (with the tail of its log), not ready within StartTimeout (with
 // the tail of the log of the process waited for), or ctx done.
 func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
-	binDir := opts.BinDir
-	if binDir == "" {
-		if binDir, err = DefaultBinDir(); err != nil {
-			return nil, err
-		}
-	}
-	bins := BinariesIn(binDir)
-	if err := bins.Check(); err != nil {
-		return nil, fmt.Errorf("controlplane: the %s binaries are not built (run controlplane.Build, or `go run github.com/z5labs/humus/controlplane/cmd/controlplane build`): %w", Version, err)
+	bins, err := builtBinaries(opts.BinDir)
+	if err != nil {
+		return nil, err
 	}
 	timeout := opts.StartTimeout
 	if timeout <= 0 {
@@ -125,9 +119,6 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	progress := opts.Progress
 	if progress == nil {
 		progress = io.Discard
-	}
-	ready := func(name string, since time.Time) {
-		fmt.Fprintf(progress, "controlplane: %s ready in %s\n", name, time.Since(since).Round(time.Millisecond))
 	}
 
 	ports, err := pickPorts([]namedPort{
@@ -158,14 +149,69 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 			c = nil
 		}
 	}()
+	files, tokenFile, err := c.writeCredentials(dir)
+	if err != nil {
+		return c, err
+	}
 
+	etcdURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(etcdPort))
+	peerURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(peerPort))
+	tlsClient := c.tlsClient()
+	defer tlsClient.CloseIdleConnections()
+	// The controller manager's controllers run once it has made the
+	// default ServiceAccount of the default namespace.
+	defaultServiceAccount := func(ctx context.Context) error {
+		return get(ctx, tlsClient, "https://"+c.Server+"/api/v1/namespaces/default/serviceaccounts/default", c.Token)
+	}
+	// Each process in turn, started once the one before is ready.
+	for _, step := range []struct {
+		name string
+		spec procSpec
+		also func(context.Context) error // a check beyond spec.ready, or nil
+	}{
+		{Etcd, etcdSpec(bins.Etcd, dir, etcdURL, peerURL), nil},
+		{KubeAPIServer, c.apiServerSpec(bins.KubeAPIServer, dir, etcdURL, apiPort, files, tokenFile, opts.APIServerFlags), nil},
+		{KubeControllerManager, c.controllerManagerSpec(bins.KubeControllerManager, kcmPort, files, opts), defaultServiceAccount},
+	} {
+		since := time.Now()
+		if err := c.startReady(ctx, deadline, step.name, step.spec, step.also); err != nil {
+			return c, err
+		}
+		fmt.Fprintf(progress, "controlplane: %s ready in %s\n", step.name, time.Since(since).Round(time.Millisecond))
+	}
+	fmt.Fprintf(progress, "controlplane: %s ready at https://%s in %s\n", Version, c.Server, time.Since(t0).Round(time.Millisecond))
+	return c, nil
+}
+
+// builtBinaries returns the binaries in binDir, or in DefaultBinDir if
+// binDir is "", or an error if they aren't built.
+func builtBinaries(binDir string) (Binaries, error) {
+	if binDir == "" {
+		var err error
+		if binDir, err = DefaultBinDir(); err != nil {
+			return Binaries{}, err
+		}
+	}
+	bins := BinariesIn(binDir)
+	if err := bins.Check(); err != nil {
+		return Binaries{}, fmt.Errorf("controlplane: the %s binaries are not built (run controlplane.Build, or `go run github.com/z5labs/humus/controlplane/cmd/controlplane build`): %w", Version, err)
+	}
+	return bins, nil
+}
+
+// writeCredentials makes, in dir, the cluster's PKI, a static token file
+// with one random admin token in the group system:masters, and a
+// kubeconfig with the CA and that token, and sets c's CA, TLS, Token,
+// Kubeconfig and REST config from them. It returns the PKI's files and the
+// token file's path.
+func (c *Cluster) writeCredentials(dir string) (pkiFiles, string, error) {
 	p, err := newPKI(time.Now(), net.ParseIP(serviceIP))
 	if err != nil {
-		return c, fmt.Errorf("controlplane: making the PKI: %w", err)
+		return pkiFiles{}, "", fmt.Errorf("controlplane: making the PKI: %w", err)
 	}
 	files, err := p.write(dir)
 	if err != nil {
-		return c, err
+		return pkiFiles{}, "", err
 	}
 	c.CA = p.CACert
 	roots := x509.NewCertPool()
@@ -174,19 +220,38 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	c.Token = randomToken()
 	tokenFile := filepath.Join(dir, "tokens.csv")
 	if err := os.WriteFile(tokenFile, []byte(c.Token+`,admin,admin,"system:masters"`+"\n"), 0o600); err != nil {
-		return c, fmt.Errorf("controlplane: writing the token file: %w", err)
+		return pkiFiles{}, "", fmt.Errorf("controlplane: writing the token file: %w", err)
 	}
 	c.Kubeconfig = filepath.Join(dir, "kubeconfig")
 	if err := writeKubeconfig(c.Kubeconfig, "https://"+c.Server, c.CA, c.Token); err != nil {
-		return c, err
+		return pkiFiles{}, "", err
 	}
 	c.rest = restConfig("https://"+c.Server, c.CA, c.Token)
+	return files, tokenFile, nil
+}
 
-	// etcd
-	tEtcd := time.Now()
-	etcdURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(etcdPort))
-	peerURL := "http://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(peerPort))
-	c.specs[Etcd] = procSpec{path: bins.Etcd, args: []string{
+// startReady starts the process name from spec, which Restart then starts
+// it from again, and waits until spec.ready, and then also unless it is
+// nil, passes: see waitFor.
+func (c *Cluster) startReady(ctx context.Context, deadline time.Time, name string, spec procSpec, also func(context.Context) error) error {
+	c.specs[name] = spec
+	p, err := c.startSpec(ctx, name)
+	if err != nil {
+		return err
+	}
+	return c.waitFor(ctx, deadline, p, func(ctx context.Context) error {
+		if err := spec.ready(ctx); err != nil || also == nil {
+			return err
+		}
+		return also(ctx)
+	})
+}
+
+// etcdSpec is etcd's: one member named humus, serving clients at etcdURL
+// and its peer at peerURL, with its data in dir/etcd, unsynced, and ready
+// when its /health answers 200.
+func etcdSpec(path, dir, etcdURL, peerURL string) procSpec {
+	return procSpec{path: path, args: []string{
 		"--name=humus",
 		"--data-dir=" + filepath.Join(dir, "etcd"),
 		"--listen-client-urls=" + etcdURL,
@@ -202,18 +267,13 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		defer plain.CloseIdleConnections()
 		return get(ctx, plain, etcdURL+"/health", "")
 	}}
-	etcd, err := c.startSpec(ctx, Etcd)
-	if err != nil {
-		return c, err
-	}
-	if err := c.waitFor(ctx, deadline, etcd, c.specs[Etcd].ready); err != nil {
-		return c, err
-	}
-	ready(Etcd, tEtcd)
+}
 
-	// kube-apiserver
-	tAPI := time.Now()
-	c.specs[KubeAPIServer] = procSpec{path: bins.KubeAPIServer, args: append([]string{
+// apiServerSpec is kube-apiserver's: on etcdURL, serving on 127.0.0.1 at
+// apiPort with the PKI's files, the static token file and RBAC, with extra
+// flags last, and ready when its /readyz answers 200 to the admin token.
+func (c *Cluster) apiServerSpec(path, dir, etcdURL string, apiPort int, files pkiFiles, tokenFile string, extra []string) procSpec {
+	return procSpec{path: path, args: append([]string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		// Advertise loopback, which the default (lease) endpoint reconciler
@@ -233,31 +293,25 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--service-cluster-ip-range=" + serviceCIDR,
 		"--authorization-mode=RBAC",
 		"--profiling=false",
-	}, opts.APIServerFlags...), ready: func(ctx context.Context) error {
+	}, extra...), ready: func(ctx context.Context) error {
 		tlsClient := c.tlsClient()
 		defer tlsClient.CloseIdleConnections()
 		return get(ctx, tlsClient, "https://"+c.Server+"/readyz", c.Token)
 	}}
-	apiserver, err := c.startSpec(ctx, KubeAPIServer)
-	if err != nil {
-		return c, err
-	}
-	tlsClient := c.tlsClient()
-	defer tlsClient.CloseIdleConnections()
-	base := "https://" + c.Server
-	if err := c.waitFor(ctx, deadline, apiserver, c.specs[KubeAPIServer].ready); err != nil {
-		return c, err
-	}
-	ready(KubeAPIServer, tAPI)
+}
 
-	// kube-controller-manager
-	tKCM := time.Now()
+// controllerManagerSpec is kube-controller-manager's: with c's kubeconfig,
+// without leader election, serving on 127.0.0.1 at kcmPort, running
+// BaseControllers, WorkloadControllers if opts.Workloads, and
+// opts.ExtraControllers, with opts.ControllerManagerFlags last, and ready
+// when its /healthz answers 200.
+func (c *Cluster) controllerManagerSpec(path string, kcmPort int, files pkiFiles, opts Options) procSpec {
 	controllers := BaseControllers()
 	if opts.Workloads {
 		controllers = append(controllers, WorkloadControllers()...)
 	}
 	controllers = append(controllers, opts.ExtraControllers...)
-	kcmArgs := []string{
+	args := []string{
 		"--kubeconfig=" + c.Kubeconfig,
 		"--authentication-kubeconfig=" + c.Kubeconfig,
 		"--authorization-kubeconfig=" + c.Kubeconfig,
@@ -272,27 +326,12 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		"--cluster-name=humus",
 		"--profiling=false",
 	}
-	kcmHealthz := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(kcmPort)) + "/healthz"
-	c.specs[KubeControllerManager] = procSpec{path: bins.KubeControllerManager, args: append(kcmArgs, opts.ControllerManagerFlags...), ready: func(ctx context.Context) error {
+	healthz := "https://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(kcmPort)) + "/healthz"
+	return procSpec{path: path, args: append(args, opts.ControllerManagerFlags...), ready: func(ctx context.Context) error {
 		tlsClient := c.tlsClient()
 		defer tlsClient.CloseIdleConnections()
-		return get(ctx, tlsClient, kcmHealthz, "")
+		return get(ctx, tlsClient, healthz, "")
 	}}
-	kcm, err := c.startSpec(ctx, KubeControllerManager)
-	if err != nil {
-		return c, err
-	}
-	if err := c.waitFor(ctx, deadline, kcm, func(ctx context.Context) error {
-		if err := c.specs[KubeControllerManager].ready(ctx); err != nil {
-			return err
-		}
-		return get(ctx, tlsClient, base+"/api/v1/namespaces/default/serviceaccounts/default", c.Token)
-	}); err != nil {
-		return c, err
-	}
-	ready(KubeControllerManager, tKCM)
-	fmt.Fprintf(progress, "controlplane: %s ready at https://%s in %s\n", Version, c.Server, time.Since(t0).Round(time.Millisecond))
-	return c, nil
 }
 
 // RestartControllerManager restarts kube-controller-manager and waits for
