@@ -20,13 +20,7 @@ type Column struct {
 // and its options. PrinterColumn makes one, and each method returns a copy
 // with one more option.
 type ColumnOf[T any] struct {
-	name        string
-	ptr         unsafe.Pointer
-	typ         reflect.Type
-	condition   *string
-	priority    int32
-	format      Format
-	description string
+	columnRule
 }
 
 // ColumnRule is a ColumnOf of any type.
@@ -34,6 +28,7 @@ type ColumnRule interface {
 	column() columnRule
 }
 
+// columnRule is what a ColumnOf of any type holds.
 type columnRule struct {
 	name        string
 	ptr         unsafe.Pointer
@@ -52,11 +47,11 @@ type columnRule struct {
 // integer, number, boolean, date for a metav1.Time or MicroTime, and string
 // for anything else.
 func PrinterColumn[T any](name string, p *T) ColumnOf[T] {
-	return ColumnOf[T]{name: name, ptr: unsafe.Pointer(p), typ: reflect.TypeFor[T]()}
+	return ColumnOf[T]{columnRule{name: name, ptr: unsafe.Pointer(p), typ: reflect.TypeFor[T]()}}
 }
 
 func (c ColumnOf[T]) column() columnRule {
-	return columnRule(c)
+	return c.columnRule
 }
 
 // Condition shows, for a field that is a list of conditions (such as
