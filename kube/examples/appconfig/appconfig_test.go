@@ -141,6 +141,7 @@ func TestReadInAPod(t *testing.T) {
 	h.SetEnv("POD_NAMESPACE", "memcached-system")
 	h.SetEnv("POD_NAME", "memcached-controller-0")
 	h.SetEnv("RETRY_PERIOD", "1s")
+	h.SetEnv("WATCH_TIMEOUT", "5s")
 
 	cfg, err := appconfig.Read(t.Context(), &humus.Setup{Host: h.Host}, "memcached-controller")
 	require.NoError(t, err)
@@ -150,6 +151,7 @@ func TestReadInAPod(t *testing.T) {
 	want.LeaderElection.Namespace = "memcached-system"
 	want.LeaderElection.Identity = "memcached-controller-0"
 	want.LeaderElection.RetryPeriod = time.Second
+	want.WatchTimeout = 5 * time.Second
 	require.Equal(t, want, cfg.Settings)
 	require.Equal(t, ":8081", cfg.ProbesAddr)
 }

@@ -38,6 +38,7 @@ const (
 	EnvLeaseDuration = "LEASE_DURATION"          // a Go duration; default 15s
 	EnvRenewDeadline = "RENEW_DEADLINE"          // a Go duration; default 10s
 	EnvRetryPeriod   = "RETRY_PERIOD"            // a Go duration; default 2s
+	EnvWatchTimeout  = "WATCH_TIMEOUT"           // Settings.WatchTimeout, a Go duration; default 30s
 	EnvProbesAddr    = "PROBES_ADDR"             // default ":8081"
 )
 
@@ -75,6 +76,7 @@ func Read(ctx context.Context, s *humus.Setup, name string) (Config, error) {
 		st.LeaderElection.LeaseDuration = r.DurationOr(env(EnvLeaseDuration), st.LeaderElection.LeaseDuration)
 		st.LeaderElection.RenewDeadline = r.DurationOr(env(EnvRenewDeadline), st.LeaderElection.RenewDeadline)
 		st.LeaderElection.RetryPeriod = r.DurationOr(env(EnvRetryPeriod), st.LeaderElection.RetryPeriod)
+		st.WatchTimeout = r.DurationOr(env(EnvWatchTimeout), st.WatchTimeout)
 		v.cfg = Config{Settings: st, ProbesAddr: r.GetOr(env(EnvProbesAddr), DefaultProbesAddr)}
 		return v
 	}).Read(ctx)

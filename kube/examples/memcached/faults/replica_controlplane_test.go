@@ -172,10 +172,12 @@ type replica struct {
 	read   chan struct{} // closed once stdout is read to its end
 }
 
-// settings are a replica's Lease timings and workers.
+// settings are a replica's Lease timings and workers, and its
+// WatchTimeout (0 for the default).
 type settings struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	Workers                                   int
+	WatchTimeout                              time.Duration
 }
 
 // fast are Lease timings that make a fault take seconds, as the whole-App
@@ -204,6 +206,9 @@ func startReplica(t *testing.T, e apptest.Env, ns, id string, s settings) *repli
 		appconfig.EnvRenewDeadline+"="+s.RenewDeadline.String(),
 		appconfig.EnvRetryPeriod+"="+s.RetryPeriod.String(),
 	)
+	if s.WatchTimeout > 0 {
+		cmd.Env = append(cmd.Env, appconfig.EnvWatchTimeout+"="+s.WatchTimeout.String())
+	}
 	r := &replica{id: id, stderr: &lockedBuffer{}, read: make(chan struct{})}
 	cmd.Stderr = r.stderr
 	stdout, err := cmd.StdoutPipe()
