@@ -109,7 +109,9 @@ func (r *shardReconciles) owners(t *testing.T, since time.Time, n int) map[strin
 // in the test's process, over 300 Gadgets: all converge, each object is
 // reconciled by one member at a time, the three share them within 20% of
 // a third each; a fourth takes about a quarter; one stopped gracefully
-// hands its objects over within 2 RetryPeriods.
+// hands its objects over within 2 RetryPeriods, and one whose Lease
+// updates hang stops with ErrLostLeadership and its objects move within
+// LeaseDuration and a RetryPeriod.
 func TestShardingAgainstTheAPIServer(t *testing.T) {
 	cluster := controlplanetest.Start(t)
 	cfg := cluster.RESTConfig()
@@ -161,7 +163,7 @@ func TestShardingAgainstTheAPIServer(t *testing.T) {
 		ctrl   *kube.Controller
 		served chan error
 	}
-	start := func(id string) member {
+	start := func(id string, client *kube.Client) member {
 		st := settings
 		st.LeaderElection.Identity = id
 		ctrl, err := kube.NewController(s, client, st, gadgets, rec.reconciler(id))
@@ -189,7 +191,12 @@ func TestShardingAgainstTheAPIServer(t *testing.T) {
 	}
 
 	began := time.Now()
-	m1, m2, m3 := start("member-1"), start("member-2"), start("member-3")
+	// member-3 reaches the API server through a proxy that can hold its
+	// Lease updates, as a member cut off from it, or killed, stops renewing.
+	holder := newLeaseHolder(t, cluster)
+	client3, err := kube.NewClient(s, holder.connection(cluster))
+	require.NoError(t, err)
+	m1, m2, m3 := start("member-1", client), start("member-2", client), start("member-3", client3)
 	require.Eventually(t, converged, time.Minute, 200*time.Millisecond, "every Gadget converges")
 	t.Logf("300 Gadgets converged on three members in %v", time.Since(began).Round(time.Millisecond))
 
@@ -209,7 +216,7 @@ func TestShardingAgainstTheAPIServer(t *testing.T) {
 	}
 
 	// A fourth joins: about a quarter move, all to it.
-	m4 := start("member-4")
+	m4 := start("member-4", client)
 	time.Sleep(3 * settings.LeaderElection.RetryPeriod)
 	settled = time.Now()
 	time.Sleep(5 * time.Second)
@@ -240,15 +247,44 @@ func TestShardingAgainstTheAPIServer(t *testing.T) {
 	t.Logf("member-2's objects moved within %v of its Shutdown", latest.Round(time.Millisecond))
 	require.LessOrEqual(t, latest, 2*settings.LeaderElection.RetryPeriod)
 
+	// member-3 stops renewing: it stops at its RenewDeadline, its Serve
+	// returns ErrLostLeadership, and its objects move within
+	// LeaseDuration and a RetryPeriod.
+	settled = time.Now()
+	time.Sleep(5 * time.Second)
+	owners := rec.owners(t, settled, n)
+	held := time.Now()
+	holder.held.Store(true)
+	select {
+	case err := <-m3.served:
+		require.ErrorIs(t, err, kube.ErrLostLeadership)
+	case <-ctx.Done():
+		t.Fatal("member-3 kept serving without its Lease")
+	}
+	t.Logf("member-3 stopped %v after its Lease updates were held", time.Since(held).Round(time.Millisecond))
+	time.Sleep(settings.LeaderElection.LeaseDuration + settings.LeaderElection.RetryPeriod)
+	latest = 0
+	for name, m := range owners {
+		if m != "member-3" {
+			continue
+		}
+		at := rec.firstOther(name, held, "member-3")
+		require.False(t, at.IsZero(), "%s moved", name)
+		latest = max(latest, at.Sub(held))
+	}
+	t.Logf("member-3's objects moved within %v of its Lease updates being held", latest.Round(time.Millisecond))
+	require.LessOrEqual(t, latest, settings.LeaderElection.LeaseDuration+settings.LeaderElection.RetryPeriod)
+	holder.held.Store(false)
+
 	rec.mu.Lock()
 	require.Empty(t, rec.overlap, "no Gadget reconciled by two members at once")
 	total := len(rec.log)
 	rec.mu.Unlock()
 	t.Logf("%d reconciles, none overlapping", total)
 	stop(m1)
-	stop(m3)
 	stop(m4)
 	leases, err := kc.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: "humus.kube/shard-of=gadget-shards"})
 	require.NoError(t, err)
-	require.Empty(t, leases.Items, "every member deleted its Lease on its graceful stop")
+	require.Len(t, leases.Items, 1, "every member deleted its Lease on its graceful stop, but member-3, which lost it")
+	require.Equal(t, "gadget-shards-member-3", leases.Items[0].Name)
 }
