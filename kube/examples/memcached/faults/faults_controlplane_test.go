@@ -139,6 +139,65 @@ func TestFaults(t *testing.T) {
 		require.Equal(t, 0, r1.waitExit(t, 30*time.Second))
 	})
 
+	t.Run("TheAPIServerDownTheStandbyTakesOverAndReconcilesEveryChangeMadeAsItReturns", func(t *testing.T) {
+		// The stale cache: after an outage, the standby that took
+		// the Lease reconciled from a cache still in client-go's
+		// watch-retry backoff. Here the changes are made the moment the
+		// API server is back, while both replicas' informers still back
+		// off, and the standby must apply each.
+		ns := e.Namespace(t, "apiserver-standby")
+		r0 := startReplica(t, e, ns, "replica-0", fast)
+		e.WaitHolder(t, 30*time.Second, ns, lease, "replica-0")
+		r1 := startReplica(t, e, ns, "replica-1", fast)
+		names := createMemcacheds(t, e, ns, 20, 1)
+		waitConverged(t, e, ns, names)
+
+		require.NoError(t, e.Cluster.Kill(controlplane.KubeAPIServer))
+		down := time.Now()
+		defer e.Cluster.Restart(context.Background(), controlplane.KubeAPIServer) // if the test fails first
+		require.Equal(t, 1, r0.waitExit(t, fast.RenewDeadline+20*time.Second), "replica-0's exit")
+		// The outage's length, past the reflectors' first backoffs:
+		// nothing to await.
+		if d := 10*time.Second - time.Since(down); d > 0 {
+			time.Sleep(d)
+		}
+		require.NoError(t, e.Cluster.Restart(t.Context(), controlplane.KubeAPIServer))
+		up := time.Now()
+		var resized, deleted []string
+		memcacheds := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns)
+		for i, name := range names {
+			if i%4 == 3 {
+				require.NoError(t, memcacheds.Delete(t.Context(), name, metav1.DeleteOptions{}))
+				deleted = append(deleted, name)
+				continue
+			}
+			resize(t, e, ns, name, 3)
+			resized = append(resized, name)
+		}
+		changed := time.Now()
+		e.WaitHolder(t, 30*time.Second, ns, lease, "replica-1")
+		acquired := acquireTime(t, e, ns)
+		// The informers' backoff after the outage reaches 30s, jittered
+		// up to twice that.
+		waitConvergedWithin(t, e, ns, resized, 2*time.Minute)
+		requireGone(t, e, ns, deleted)
+		var first time.Time
+		for _, ev := range r1.Events() {
+			if ev.Ev == "reconcile-start" {
+				first = ev.T
+				break
+			}
+		}
+		t.Logf("the API server was down %v; the changes took %v after it returned; replica-1 acquired %v and first reconciled %v after it returned, and all converged %v after",
+			up.Sub(down).Round(time.Millisecond), changed.Sub(up).Round(time.Millisecond), acquired.Sub(up).Round(time.Millisecond),
+			first.Sub(up).Round(time.Millisecond), time.Since(up).Round(time.Millisecond))
+		for _, name := range deleted {
+			require.Equal(t, 1, finalizedCount(r1, ns+"/"+name), "%s's finalizations by replica-1", name)
+		}
+		require.NoError(t, r1.proc.Signal(syscall.SIGTERM))
+		require.Equal(t, 0, r1.waitExit(t, 30*time.Second))
+	})
+
 	t.Run("EtcdFrozenShorterThanRenewDeadlineTheAppKeepsRunning", func(t *testing.T) {
 		ns := e.Namespace(t, "etcd-short")
 		s := settings{LeaseDuration: 12 * time.Second, RenewDeadline: 8 * time.Second, RetryPeriod: 500 * time.Millisecond, Workers: 1}
