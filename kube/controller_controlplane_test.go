@@ -9,15 +9,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus"
-	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
 )
@@ -45,20 +41,9 @@ var gadgets = kube.Resource[gadgetSpec, gadgetStatus]{
 // under its field manager, removing the finalizer completes a deletion, and
 // the Lease has no holder after shutdown.
 func TestControllerAgainstTheAPIServer(t *testing.T) {
-	cluster := controlplanetest.Start(t)
-	cfg := cluster.RESTConfig()
-	dyn, err := dynamic.NewForConfig(cfg)
-	require.NoError(t, err)
-	kc, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
+	cluster, dyn, kc := startWithCRD(t, gadgets)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-
-	crd, err := gadgets.CRD()
-	require.NoError(t, err)
-	ext, err := apiextensionsclient.NewForConfig(cfg)
-	require.NoError(t, err)
-	apiServer{ext: ext, dyn: dyn}.install(t, crd)
 
 	tel := humustest.NewTelemetry(t)
 	s := &humus.Setup{Host: humus.OSHost(), Telemetry: tel.Telemetry}

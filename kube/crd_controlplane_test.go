@@ -18,7 +18,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/z5labs/humus/controlplane"
 	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/kube"
 )
@@ -50,6 +52,27 @@ func TestCRDsAgainstTheAPIServer(t *testing.T) {
 type apiServer struct {
 	ext apiextensionsclient.Interface
 	dyn dynamic.Interface
+}
+
+// startWithCRD starts a local control plane (controlplanetest.Start) with
+// r's CRD installed on it (install), and returns it with a dynamic and a
+// typed client of it.
+func startWithCRD(t *testing.T, r interface {
+	CRD() (*apiextensionsv1.CustomResourceDefinition, error)
+}) (*controlplane.Cluster, dynamic.Interface, kubernetes.Interface) {
+	t.Helper()
+	cluster := controlplanetest.Start(t)
+	cfg := cluster.RESTConfig()
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	kc, err := kubernetes.NewForConfig(cfg)
+	require.NoError(t, err)
+	ext, err := apiextensionsclient.NewForConfig(cfg)
+	require.NoError(t, err)
+	crd, err := r.CRD()
+	require.NoError(t, err)
+	apiServer{ext: ext, dyn: dyn}.install(t, crd)
+	return cluster, dyn, kc
 }
 
 // install creates crd with fieldValidation=Strict, waits until it is

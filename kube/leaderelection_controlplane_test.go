@@ -19,15 +19,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/controlplane"
-	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/kube"
 )
 
@@ -97,19 +93,9 @@ func (h *leaseHolder) appliesSince(t time.Time) []time.Time {
 // apply once the standby has taken the Lease, and its Serve returns
 // ErrLostLeadership.
 func TestALeaderWhoseLeaseUpdatesHangStopsBeforeAnotherTakesOver(t *testing.T) {
-	cluster := controlplanetest.Start(t)
-	cfg := cluster.RESTConfig()
-	dyn, err := dynamic.NewForConfig(cfg)
-	require.NoError(t, err)
-	kc, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	ext, err := apiextensionsclient.NewForConfig(cfg)
-	require.NoError(t, err)
+	cluster, dyn, kc := startWithCRD(t, gadgets)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	crd, err := gadgets.CRD()
-	require.NoError(t, err)
-	apiServer{ext: ext, dyn: dyn}.install(t, crd)
 	res := dyn.Resource(gadgets.GVR()).Namespace("default")
 	for _, name := range []string{"g1", "g2", "g3"} {
 		_, err := res.Create(ctx, &unstructured.Unstructured{Object: map[string]any{

@@ -10,14 +10,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 
 	"github.com/z5labs/humus"
-	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
 )
@@ -33,17 +30,9 @@ import (
 // worker takes keys in order, so by then any reconcile the counted
 // object's own writes had queued would have run.
 func TestOwnWritesDontComeBackAsWorkAgainstTheAPIServer(t *testing.T) {
-	cluster := controlplanetest.Start(t)
-	cfg := cluster.RESTConfig()
-	dyn, err := dynamic.NewForConfig(cfg)
-	require.NoError(t, err)
+	cluster, dyn, _ := startWithCRD(t, gadgets)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-	crd, err := gadgets.CRD()
-	require.NoError(t, err)
-	ext, err := apiextensionsclient.NewForConfig(cfg)
-	require.NoError(t, err)
-	apiServer{ext: ext, dyn: dyn}.install(t, crd)
 	res := dyn.Resource(gadgets.GVR()).Namespace("default")
 
 	// setSize changes an object's spec.size as another field manager.

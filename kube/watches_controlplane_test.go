@@ -11,16 +11,13 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus"
-	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
 )
@@ -103,26 +100,15 @@ func (r *siteReconciles) count(name string) int {
 // selector keeps unlabelled Sites out of the cache; and the Reconciler
 // reads its Secret from the cache, with no GET of it.
 func TestWatchesAgainstTheAPIServer(t *testing.T) {
-	cluster := controlplanetest.Start(t)
-	cfg := cluster.RESTConfig()
-	kc, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	dyn, err := dynamic.NewForConfig(cfg)
-	require.NoError(t, err)
-	ext, err := apiextensionsclient.NewForConfig(cfg)
-	require.NoError(t, err)
+	cluster, dyn, kc := startWithCRD(t, sites)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	defer cancel()
-
-	crd, err := sites.CRD()
-	require.NoError(t, err)
-	apiServer{ext: ext, dyn: dyn}.install(t, crd)
 
 	// The controller's ServiceAccount, bound to the rules of "The RBAC a
 	// Controller needs": its resource, its status, the Lease, Events, and
 	// get, list and watch on the watched Secrets.
 	const ns = "watches"
-	_, err = kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	_, err = kc.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "site-controller"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
