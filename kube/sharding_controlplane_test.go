@@ -11,14 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus"
-	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/kube"
 )
 
@@ -113,22 +109,12 @@ func (r *shardReconciles) owners(t *testing.T, since time.Time, n int) map[strin
 // updates hang stops with ErrLostLeadership and its objects move within
 // LeaseDuration and a RetryPeriod.
 func TestShardingAgainstTheAPIServer(t *testing.T) {
-	cluster := controlplanetest.Start(t)
-	cfg := cluster.RESTConfig()
-	dyn, err := dynamic.NewForConfig(cfg)
-	require.NoError(t, err)
-	kc, err := kubernetes.NewForConfig(cfg)
-	require.NoError(t, err)
-	ext, err := apiextensionsclient.NewForConfig(cfg)
-	require.NoError(t, err)
+	cluster, dyn, kc := startWithCRD(t, gadgets)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
 	defer cancel()
-	crd, err := gadgets.CRD()
-	require.NoError(t, err)
-	apiServer{ext: ext, dyn: dyn}.install(t, crd)
 
 	const ns, n = "sharding", 300
-	_, err = kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	res := dyn.Resource(gadgets.GVR()).Namespace(ns)
 	for i := range n {
