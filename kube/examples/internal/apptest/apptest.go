@@ -431,11 +431,22 @@ func NewTelemetry(t testing.TB) *humustest.Telemetry {
 	return tel
 }
 
-// CountRecords counts the log records whose body is body.
-func CountRecords(tel *humustest.Telemetry, body string) int {
+// CountRecords counts the log records whose body is body, of objects in
+// the namespace ns (their k8s.namespace.name attribute): an App that
+// watches every namespace, as the deploy files' does, also acts on other
+// tests' objects.
+func CountRecords(tel *humustest.Telemetry, body, ns string) int {
 	n := 0
 	for _, r := range tel.Records() {
-		if r.Body().AsString() == body {
+		if r.Body().AsString() != body {
+			continue
+		}
+		in := false
+		r.WalkAttributes(func(kv attribute.KeyValue) bool {
+			in = kv.Key == "k8s.namespace.name" && kv.Value.AsString() == ns
+			return !in
+		})
+		if in {
 			n++
 		}
 	}
