@@ -102,7 +102,13 @@ import (
 // unless its field has PreserveUnknownFields; a map whose keys
 // encoding/json can't encode, a channel or a function; a type that
 // contains itself; a constraint that doesn't fit its field's type or its
-// ValueRules' type; a CEL rule without a Rule or with an unknown Reason; a rule
+// ValueRules' type; constraints no value can pass (a Minimum above the
+// Maximum, a MinLength, MinItems or MinProperties above its Max); a Default
+// its field's own bounds, MultipleOf, lengths, Pattern, Enum or counts
+// refuse, which the API server would refuse the CRD for; a Format the API
+// server doesn't know; two Field rules for one field that set one keyword
+// differently, or Required and Optional; a CEL rule without a Rule or with
+// an unknown Reason; a rule
 // that names no field, a rule on a field that isn't encoded, Rules for a
 // type that appears nowhere, and two Rules for one type. With an error, the
 // CRD is nil.

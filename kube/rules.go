@@ -155,7 +155,9 @@ type constraint struct {
 // FieldOf is a field of type T, and its constraints. Each method returns a
 // copy with one more constraint. A constraint that doesn't fit the field's
 // type, such as Pattern on a number, is an error from CRD. A constraint set
-// twice takes its last value.
+// twice in one FieldOf takes its last value; two FieldOfs for one field in
+// one Rules that set one keyword to different values, or make it Required
+// and Optional, are an error from CRD.
 type FieldOf[T any] struct {
 	r fieldRule
 }

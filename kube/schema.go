@@ -126,6 +126,11 @@ func (b *reflector) schema(t reflect.Type, path string) apiextensionsv1.JSONSche
 				b.report(fmt.Sprintf("values %s %d", t, i), fmt.Errorf("kube: %s: ValueRules for %s: %s %w", path, t, c.name, err))
 			}
 		}
+		if len(r.values) > 0 {
+			for _, err := range consistent(&s) {
+				b.report("consistent "+t.String()+err.Error(), fmt.Errorf("kube: %s: ValueRules for %s: %w", path, t, err))
+			}
+		}
 	}
 	return s
 }
@@ -437,6 +442,9 @@ func (b *reflector) field(t reflect.Type, f jsonField, fpath string) (apiextensi
 	if up {
 		required = upRequired
 	}
+	if len(frs) > 1 {
+		b.conflicts(fpath, p, frs)
+	}
 	defaulted, nullable := false, false
 	constrained := b.constrained(ft) || upRequired
 	for _, ra := range frs {
@@ -459,6 +467,11 @@ func (b *reflector) field(t reflect.Type, f jsonField, fpath string) (apiextensi
 	}
 	if f.quoted {
 		quoteValues(&p)
+	}
+	if len(frs) > 0 {
+		for _, err := range consistent(&p) {
+			b.report("consistent "+fpath+err.Error(), fmt.Errorf("kube: %s: %w", fpath, err))
+		}
 	}
 	conditionTime := f.name == "lastTransitionTime" && required && conditionShaped(declaring)
 	if nullable || b.keepsNull(f, ft, ptr, defaulted, constrained, conditionTime) {

@@ -11,8 +11,9 @@ import (
 )
 
 // Format is a string format the API server checks, as a schema's format
-// names it. The constants are the formats the API server knows; any other
-// is kept in the schema, and not checked.
+// names it. The constants are the formats the API server knows
+// (k8s.io/apiextensions-apiserver's pkg/apiserver/validation, formats.go);
+// any other is an error from CRD, as the API server would ignore it.
 type Format string
 
 // The formats the API server checks (k8s.io/kube-openapi's strfmt
@@ -42,6 +43,11 @@ const (
 	FormatDate         Format = "date"
 	FormatDuration     Format = "duration"
 	FormatDateTime     Format = "date-time"
+	// The API server checks these since Kubernetes 1.34, and ignores them
+	// before: a Kubernetes name of up to 63 lower-case alphanumerics and
+	// dashes, and a dot-separated one of up to 253.
+	FormatK8sShortName Format = "k8s-short-name"
+	FormatK8sLongName  Format = "k8s-long-name"
 )
 
 // CEL is a CEL rule the API server checks, and its options, as an
@@ -208,6 +214,9 @@ func formatOf(f Format) constraint {
 	return constraint{name: "Format", value: true, apply: func(p *apiextensionsv1.JSONSchemaProps) error {
 		if f == "" {
 			return fmt.Errorf("is empty")
+		}
+		if err := checkFormat(f); err != nil {
+			return err
 		}
 		p.Format = string(f)
 		return fits(p, "string", 0)
