@@ -69,7 +69,9 @@ func (c *Controller) Serve(ctx context.Context) error {
 		return err
 	}
 	defer caches.stop()
-	if !caches.waitForSync(ctx) {
+	// A ctx that ended while the caches synced (or before Serve, with
+	// caches that synced at once) ends Serve here: it never campaigns.
+	if !caches.waitForSync(ctx) || ctx.Err() != nil {
 		return nil
 	}
 	c.synced.Store(true)
