@@ -117,6 +117,7 @@ import (
 // applied.
 func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition, error) {
 	b := newReflector(r.Rules)
+	b.omitUpstreamDescriptions = r.OmitUpstreamDescriptions
 	b.errs = append(b.errs, r.checkNames()...)
 
 	spec := b.schema(reflect.TypeFor[Spec](), "spec")

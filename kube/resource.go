@@ -47,6 +47,15 @@ type Resource[Spec, Status any] struct {
 	// out. The spec and the status are described by their types'
 	// TypeRules.Description, such as kube.Rules(&spec).Description("…").
 	Description string
+
+	// OmitUpstreamDescriptions leaves out the descriptions that Kubernetes'
+	// own embedded types carry upstream (see CRD), as controller-gen's
+	// crd:maxDescLen=0 does for every description, to keep a CRD small: one
+	// embedding a corev1.PodTemplateSpec is about a third of the size
+	// without them. kubectl explain then shows no description for those
+	// fields. The descriptions given by Description and by Rules are kept,
+	// and so are apiVersion's and kind's. false, the default, keeps them.
+	OmitUpstreamDescriptions bool
 }
 
 // GVR is the resource's group, version and plural name, such as

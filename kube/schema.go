@@ -42,6 +42,9 @@ type reflector struct {
 	reported map[string]bool
 	errs     []error
 	upstream upstreamTable
+
+	// omitUpstreamDescriptions is Resource.OmitUpstreamDescriptions.
+	omitUpstreamDescriptions bool
 }
 
 func newReflector(rules []TypeRules) *reflector {

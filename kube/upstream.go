@@ -52,7 +52,9 @@ func (b *reflector) upstreamObject(t reflect.Type, s *apiextensionsv1.JSONSchema
 	if u == nil {
 		return
 	}
-	s.Description = u.Description
+	if !b.omitUpstreamDescriptions {
+		s.Description = u.Description
+	}
 	if u.MapType != "" {
 		s.XMapType = ptrTo(u.MapType)
 	}
@@ -82,7 +84,7 @@ func (b *reflector) upstreamField(t, owner reflect.Type, name string, p *apiexte
 	if !ok {
 		return false, false
 	}
-	if up.Description != "" {
+	if up.Description != "" && !b.omitUpstreamDescriptions {
 		p.Description = up.Description
 	}
 	if up.Format != "" && (p.Type == "string" || p.Type == "integer" || p.Type == "number") {

@@ -201,3 +201,47 @@ func TestAResourceDescribesItselfItsSpecAndItsStatus(t *testing.T) {
 	require.NoError(t, err)
 	require.NotContains(t, string(b), "\nstatus:", "CRDYAML leaves out the CRD's status")
 }
+
+func TestOmitUpstreamDescriptionsKeepsYoursOnly(t *testing.T) {
+	var s one[corev1.PodTemplateSpec]
+	r := kube.Resource[one[corev1.PodTemplateSpec], struct{}]{
+		Group: "apps.example.com", Version: "v1", Kind: "Template", Plural: "templates", Scope: kube.Namespaced,
+		Description: "a template",
+		Rules:       []kube.TypeRules{kube.Rules(&s, kube.Field(&s.F).Description("the pods"))},
+	}
+	with, err := r.CRDYAML()
+	require.NoError(t, err)
+	r.OmitUpstreamDescriptions = true
+	without, err := r.CRDYAML()
+	require.NoError(t, err)
+	t.Logf("a PodTemplateSpec: %d bytes of YAML with upstream descriptions, %d without", len(with), len(without))
+	require.Less(t, len(without), len(with)/2)
+
+	crd, err := r.CRD()
+	require.NoError(t, err)
+	requireServerValid(t, crd)
+	root := *crd.Spec.Versions[0].Schema.OpenAPIV3Schema
+	require.Equal(t, "a template", root.Description)
+	require.NotEmpty(t, root.Properties["apiVersion"].Description)
+	v := at(t, root, "spec", "f")
+	require.Equal(t, "the pods", v.Description)
+	v.Description = ""
+	var described []string
+	var walk func(path string, p apiextensionsv1.JSONSchemaProps)
+	walk = func(path string, p apiextensionsv1.JSONSchemaProps) {
+		if p.Description != "" {
+			described = append(described, path)
+		}
+		for name, c := range p.Properties {
+			walk(path+"."+name, c)
+		}
+		if p.Items != nil && p.Items.Schema != nil {
+			walk(path+"[*]", *p.Items.Schema)
+		}
+		if p.AdditionalProperties != nil && p.AdditionalProperties.Schema != nil {
+			walk(path+"{*}", *p.AdditionalProperties.Schema)
+		}
+	}
+	walk("spec.f", v)
+	require.Empty(t, described, "no upstream description is left")
+}
