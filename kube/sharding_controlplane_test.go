@@ -5,16 +5,25 @@ package kube_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/controlplane"
+	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/kube"
 )
 
@@ -273,4 +282,115 @@ func TestShardingAgainstTheAPIServer(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, leases.Items, 1, "every member deleted its Lease on its graceful stop, but member-3, which lost it")
 	require.Equal(t, "gadget-shards-member-3", leases.Items[0].Name)
+}
+
+// TestShardMemberProcess is one member of BenchmarkShardingThroughput, in
+// a process of its own: it runs only when the benchmark starts it, with
+// HUMUS_SHARD_MEMBER set to its identity, and serves until SIGTERM. Its
+// Reconciler burns about 20ms of CPU per Gadget, a stand-in for rendering
+// templates or diffing large objects.
+func TestShardMemberProcess(t *testing.T) {
+	id := os.Getenv("HUMUS_SHARD_MEMBER")
+	if id == "" {
+		t.Skip("a member process of BenchmarkShardingThroughput")
+	}
+	cluster, err := controlplane.FromKubeconfig(os.Getenv("HUMUS_SHARD_KUBECONFIG"))
+	require.NoError(t, err)
+	ns := os.Getenv("HUMUS_SHARD_NAMESPACE")
+	s := &humus.Setup{Host: humus.OSHost()}
+	client, err := kube.NewClient(s, kube.Connection{
+		Server: cluster.Server,
+		TLS:    cluster.TLS,
+		Token:  func(context.Context) (string, error) { return cluster.Token, nil },
+	})
+	require.NoError(t, err)
+	settings := kube.DefaultSettings()
+	settings.Name = "gadget-bench"
+	settings.Namespace = ns
+	settings.Sharding.Enabled = true
+	settings.LeaderElection.Namespace = ns
+	settings.LeaderElection.Identity = id
+	ctrl, err := kube.NewController(s, client, settings, gadgets,
+		kube.ReconcilerFunc[gadgetSpec, gadgetStatus](func(ctx context.Context, g gadget) (kube.Result[gadgetStatus], error) {
+			start := time.Now()
+			for time.Since(start) < 20*time.Millisecond { //nolint:revive // burning CPU is the point
+			}
+			return kube.Result[gadgetStatus]{Status: &gadgetStatus{Seen: g.Spec.Size}}, nil
+		}))
+	require.NoError(t, err)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	require.NoError(t, ctrl.Serve(ctx))
+}
+
+// BenchmarkShardingThroughput converges 500 Gadgets, each of whose
+// reconciles burns about 20ms of CPU, on one member and on two, each a
+// process of its own with GOMAXPROCS=1 and 1 worker, and prints how long
+// each took, from the members' start to the last status applied.
+func BenchmarkShardingThroughput(b *testing.B) {
+	cluster := controlplanetest.Start(b)
+	cfg := cluster.RESTConfig()
+	dyn, err := dynamic.NewForConfig(cfg)
+	require.NoError(b, err)
+	kc, err := kubernetes.NewForConfig(cfg)
+	require.NoError(b, err)
+	ext, err := apiextensionsclient.NewForConfig(cfg)
+	require.NoError(b, err)
+	crd, err := gadgets.CRD()
+	require.NoError(b, err)
+	_, err = ext.ApiextensionsV1().CustomResourceDefinitions().Create(b.Context(), crd, metav1.CreateOptions{})
+	require.NoError(b, err)
+	require.Eventually(b, func() bool {
+		_, err := dyn.Resource(gadgets.GVR()).Namespace("default").List(b.Context(), metav1.ListOptions{Limit: 1})
+		return err == nil
+	}, time.Minute, 100*time.Millisecond, "the CRD is served")
+	const n = 500
+	for _, replicas := range []int{1, 2} {
+		b.Run(fmt.Sprintf("replicas=%d", replicas), func(b *testing.B) {
+			for i := 0; b.Loop(); i++ {
+				ctx := b.Context()
+				ns := fmt.Sprintf("bench-%d-%d", replicas, i)
+				_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+				require.NoError(b, err)
+				res := dyn.Resource(gadgets.GVR()).Namespace(ns)
+				for j := range n {
+					_, err := res.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+						"apiVersion": "controller.humus.example.com/v1",
+						"kind":       "Gadget",
+						"metadata":   map[string]any{"name": fmt.Sprintf("g%03d", j)},
+						"spec":       map[string]any{"size": int64(1)},
+					}}, metav1.CreateOptions{})
+					require.NoError(b, err)
+				}
+				began := time.Now()
+				var procs []*exec.Cmd
+				for r := range replicas {
+					cmd := exec.Command(os.Args[0], "-test.run=^TestShardMemberProcess$")
+					cmd.Env = append(os.Environ(), "GOMAXPROCS=1",
+						fmt.Sprintf("HUMUS_SHARD_MEMBER=member-%d", r),
+						"HUMUS_SHARD_KUBECONFIG="+cluster.Kubeconfig,
+						"HUMUS_SHARD_NAMESPACE="+ns)
+					require.NoError(b, cmd.Start())
+					procs = append(procs, cmd)
+				}
+				require.Eventually(b, func() bool {
+					l, err := res.List(ctx, metav1.ListOptions{})
+					require.NoError(b, err)
+					for _, g := range l.Items {
+						if seen, _, _ := unstructured.NestedInt64(g.Object, "status", "seen"); seen != 1 {
+							return false
+						}
+					}
+					return len(l.Items) == n
+				}, 5*time.Minute, 100*time.Millisecond)
+				took := time.Since(began)
+				for _, p := range procs {
+					_ = p.Process.Signal(syscall.SIGTERM)
+					_ = p.Wait()
+				}
+				b.ReportMetric(took.Seconds(), "s/converge")
+				b.Logf("%d Gadgets of 20ms CPU converged on %d member(s), GOMAXPROCS=1 and 1 worker each, in %v", n, replicas, took.Round(time.Millisecond))
+			}
+		})
+	}
 }
