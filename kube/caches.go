@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -257,4 +261,133 @@ func (h *watchHealth) stop() {
 		h.unserved.Stop()
 		h.unserved = nil
 	}
+}
+
+// catchUp waits, for at most Settings.CatchUpTimeout in all, until every
+// informer's watch is open (waitCaughtUp) and the resource's cache holds
+// what the API server holds now (waitCurrent): a replica that starts work
+// on a cache it knows is behind can undo newer writes. Errors: either
+// wait's, naming what hasn't caught up.
+func (c *Controller) catchUp(ctx context.Context, cs *caches) error {
+	timeout := c.settings.CatchUpTimeout
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	if err := cs.waitCaughtUp(ctx, timeout); err != nil {
+		return err
+	}
+	return c.waitCurrent(ctx, cs.resource.GetIndexer(), timeout)
+}
+
+// waitCurrent waits, until ctx ends, until the
+// resource's cache holds what the API server holds now: it lists the
+// resource with a quorum read (the informer's namespace and label
+// selector, 500 objects a page) and waits until the cache holds each
+// listed object at its listed resourceVersion or a newer one, and holds
+// no object the list lacks unless it is newer than the list (created
+// since). An open watch alone doesn't say it: the reflector's list may
+// not be stored yet, or events may still be on their way. A refused list
+// is tried again every second. resourceVersions are compared as the
+// integers kube-apiserver makes them, and only for equality when either
+// isn't one. It returns an error, naming timeout, with how many objects
+// the cache still lacks.
+func (c *Controller) waitCurrent(ctx context.Context, indexer cache.Indexer, timeout time.Duration) error {
+	fail := func(what string) error {
+		return fmt.Errorf("kube: the cache of %s has not caught up with the API server within %v: %s", c.gvr, timeout, what)
+	}
+	var listed map[string]string // key -> resourceVersion
+	var listRV string
+	for listed == nil {
+		var err error
+		if listed, listRV, err = c.listVersions(ctx); err != nil {
+			t := time.NewTimer(time.Second)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return fail("listing it: " + err.Error())
+			case <-t.C:
+			}
+		}
+	}
+	pending := maps.Clone(listed)
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		for key, rv := range pending {
+			if newerOrSame(cachedVersion(indexer, key), rv) {
+				delete(pending, key)
+			}
+		}
+		deleted := 0
+		if len(pending) == 0 {
+			for _, key := range indexer.ListKeys() {
+				if _, ok := listed[key]; !ok && olderThan(cachedVersion(indexer, key), listRV) {
+					deleted++
+				}
+			}
+		}
+		if len(pending) == 0 && deleted == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fail(fmt.Sprintf("%d objects are older in it than on the API server, and %d deleted there are still in it", len(pending), deleted))
+		case <-tick.C:
+		}
+	}
+}
+
+// cachedVersion is the resourceVersion of the object indexer holds at key,
+// or "" if it holds none.
+func cachedVersion(indexer cache.Indexer, key string) string {
+	item, ok, _ := indexer.GetByKey(key)
+	if !ok {
+		return ""
+	}
+	if o, err := meta.Accessor(item); err == nil {
+		return o.GetResourceVersion()
+	}
+	return ""
+}
+
+// listVersions lists the resource's objects as its informer does, and
+// returns the resourceVersion of each by its cache key, and the list's.
+func (c *Controller) listVersions(ctx context.Context) (map[string]string, string, error) {
+	versions := map[string]string{}
+	opts := metav1.ListOptions{Limit: 500, LabelSelector: c.settings.LabelSelector}
+	for {
+		l, err := c.clients.dynamic.Resource(c.gvr).Namespace(c.settings.Namespace).List(ctx, opts)
+		if err != nil {
+			return nil, "", err
+		}
+		for i := range l.Items {
+			key, err := cache.MetaNamespaceKeyFunc(&l.Items[i])
+			if err != nil {
+				return nil, "", err
+			}
+			versions[key] = l.Items[i].GetResourceVersion()
+		}
+		if opts.Continue = l.GetContinue(); opts.Continue == "" {
+			return versions, l.GetResourceVersion(), nil
+		}
+	}
+}
+
+// newerOrSame reports whether the resourceVersion cached is listed's or,
+// both being integers, a later one.
+func newerOrSame(cached, listed string) bool {
+	if cached == listed {
+		return true
+	}
+	a, errA := strconv.ParseUint(cached, 10, 64)
+	b, errB := strconv.ParseUint(listed, 10, 64)
+	return errA == nil && errB == nil && a > b
+}
+
+// olderThan reports whether the resourceVersion cached is, both being
+// integers, at most the list's: an object the list lacks that was not
+// created since, so deleted on the API server.
+func olderThan(cached, list string) bool {
+	a, errA := strconv.ParseUint(cached, 10, 64)
+	b, errB := strconv.ParseUint(list, 10, 64)
+	return errA == nil && errB == nil && a <= b
 }

@@ -169,7 +169,7 @@ func (w *workers) run(ctx, workCtx context.Context, l *lease, unserved <-chan er
 	// writes: it works only once its caches have caught up.
 	caughtUp, cancel := context.WithCancel(ctx)
 	defer context.AfterFunc(l.ctx, cancel)()
-	err := w.caches.waitCaughtUp(caughtUp, w.c.settings.CatchUpTimeout)
+	err := w.c.catchUp(caughtUp, w.caches)
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil || l.ctx.Err() != nil {

@@ -833,7 +833,7 @@ func (c *Controller) serveShard(ctx, workCtx context.Context, cs *caches, unserv
 func (c *Controller) shardWork(ctx, workCtx context.Context, w *workers, m *member, unserved <-chan error) error {
 	caughtUp, cancel := context.WithCancel(ctx)
 	defer context.AfterFunc(m.ctx, cancel)()
-	err := w.caches.waitCaughtUp(caughtUp, c.settings.CatchUpTimeout)
+	err := c.catchUp(caughtUp, w.caches)
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil || m.ctx.Err() != nil {
