@@ -263,6 +263,7 @@ func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.Grou
 		done:      make(chan struct{}),
 	}
 	t.c = c
+	t.fastDecode = fastDecodable(reflect.TypeFor[T](), map[reflect.Type]bool{})
 	c.typed = t
 	return c, nil
 }

@@ -3,6 +3,7 @@ package kube
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/stretchr/testify/require"
 	"reflect"
 	"strings"
 	"testing"
@@ -18,7 +19,7 @@ import (
 func decodeBoth[T any](t *testing.T, raw []byte) {
 	t.Helper()
 	var got, want T
-	errGot := decodeJSON(raw, &got)
+	errGot := decodeTyped(raw, &got)
 	errWant := json.Unmarshal(raw, &want)
 	if (errGot == nil) != (errWant == nil) {
 		t.Fatalf("decodeJSON(%.200q) = %v; encoding/json: %v", raw, errGot, errWant)
@@ -62,12 +63,12 @@ func TestDecodeJSONErrorsAreEncodingJSONs(t *testing.T) {
 		{`{"spec":{"env":{}}}`, "field spec.env: a JSON object doesn't fit a Go []kube.benchEnv"},
 	} {
 		var obj benchObject
-		if err := decodeJSON([]byte(c.raw), &obj); err == nil || err.Error() != c.want {
+		if err := decodeTyped([]byte(c.raw), &obj); err == nil || err.Error() != c.want {
 			t.Errorf("decodeJSON(%s) = %v, want %q", c.raw, err, c.want)
 		}
 	}
 	var notAPointer benchObject
-	if err := decodeJSON([]byte(`{}`), notAPointer); err == nil {
+	if err := decodeTyped([]byte(`{}`), notAPointer); err == nil {
 		t.Error("decodeJSON into a non-pointer succeeded")
 	}
 }
@@ -99,7 +100,7 @@ func FuzzDecodeJSON(f *testing.F) {
 		}
 		var v benchObject
 		if err := json.Unmarshal(raw, &v); err != nil {
-			if decodeJSON(raw, new(benchObject)) == nil {
+			if decodeTyped(raw, new(benchObject)) == nil {
 				t.Fatalf("decodeJSON(%.200q) succeeded; encoding/json: %v", raw, err)
 			}
 			return
@@ -152,5 +153,35 @@ func hasCaseVariantKey(raw []byte, names map[string]bool) bool {
 				return true
 			}
 		}
+	}
+}
+
+// decodeTyped is decodeJSON as the controller calls it: fast where the
+// type allows.
+func decodeTyped(raw []byte, obj any) error {
+	return decodeJSON(raw, obj, fastDecodable(reflect.TypeOf(obj), map[reflect.Type]bool{}))
+}
+
+// TestANumberTooLargeForAFloatIsAnError shows a float32 field given 1e39
+// (which go-json decodes as +Inf, without an error) refused as
+// encoding/json refuses it, and which types take the fast decoder.
+func TestANumberTooLargeForAFloatIsAnError(t *testing.T) {
+	type status struct {
+		Seen  float32 `json:"seen"`
+		Ratio float64 `json:"ratio"`
+	}
+	var st status
+	err := decodeTyped([]byte(`{"seen":1e39}`), &st)
+	require.ErrorContains(t, err, "field seen: a JSON number 1e39 doesn't fit a Go float32")
+	require.Error(t, decodeTyped([]byte(`{"ratio":1e400}`), &st))
+	for _, c := range []struct {
+		v    any
+		fast bool
+	}{
+		{benchObject{}, true}, {corev1.PodTemplateSpec{}, true}, {appsv1.Deployment{}, true},
+		{status{}, false}, {struct{ A []map[string]any }{}, false}, {struct{ A *struct{ B [2]float64 } }{}, false},
+	} {
+		v, fast := c.v, c.fast
+		require.Equal(t, fast, fastDecodable(reflect.TypeOf(v), map[reflect.Type]bool{}), "fastDecodable(%T)", v)
 	}
 }

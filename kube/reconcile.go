@@ -138,6 +138,9 @@ type objectType[T any] struct {
 
 	// finalize is Finalize's f; nil without Finalize.
 	finalize func(ctx context.Context, obj T) error
+
+	// fastDecode is fastDecodable(T), found once by build.
+	fastDecode bool
 }
 
 // reconcileObject decodes u, handles the controller's finalizer by where
@@ -185,7 +188,7 @@ func (t objectType[T]) reconcileObject(ctx context.Context, u *cachedObject) (ti
 // shows it.
 func (t objectType[T]) decode(ctx context.Context, u *cachedObject) (T, error) {
 	var obj T
-	if err := u.decode(&obj); err != nil {
+	if err := u.decodeAs(&obj, t.fastDecode); err != nil {
 		err = fmt.Errorf("kube: decoding %s: %w", t.c.describe(u), err)
 		if t.c.finalizerState(u) == finalizerDeleting {
 			err = errors.Join(err, t.c.blockedFinalizer(ctx, u, err))

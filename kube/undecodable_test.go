@@ -34,7 +34,7 @@ func TestFieldPathNamesTheFieldAnUnmarshalerRefused(t *testing.T) {
 		require.Equal(t, tc.want, fieldPath([]byte(tc.raw), reflect.TypeFor[podObject]()), tc.raw)
 	}
 	var obj podObject
-	err := decodeJSON([]byte(`{"spec":{"resources":{"limits":{"memory":"1Gx"}}}}`), &obj)
+	err := decodeTyped([]byte(`{"spec":{"resources":{"limits":{"memory":"1Gx"}}}}`), &obj)
 	require.ErrorContains(t, err, "field spec.resources.limits.memory: quantities must match the regular expression")
 }
 
