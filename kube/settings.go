@@ -26,7 +26,7 @@ type LeaderElection struct {
 	Namespace string // the Lease's namespace, such as the pod's; a DNS-1123 label, required
 	Identity  string // this replica's name in the Lease, such as its pod's; required
 
-	LeaseDuration time.Duration // how long a Lease lasts without renewal; longer than RenewDeadline
+	LeaseDuration time.Duration // how long a Lease lasts without renewal; whole seconds, longer than RenewDeadline
 	RenewDeadline time.Duration // how long the leader tries to renew; longer than 1.2 RetryPeriods
 	RetryPeriod   time.Duration // how often a replica tries to take or renew; positive
 }
@@ -270,10 +270,16 @@ func (s Settings) check() error {
 	}
 	// client-go's NewLeaderElector rejects these, and durations under 1ns,
 	// but only once Serve builds it; the spec checks them up front.
-	if le.LeaseDuration <= le.RenewDeadline {
+	// A Lease holds its duration in whole seconds (leaseDurationSeconds):
+	// 1.5s would be stored as 1s, and under a second as 0, which the API
+	// server refuses.
+	if le.LeaseDuration > 0 && le.LeaseDuration%time.Second != 0 {
+		errs = append(errs, fmt.Errorf("kube: Settings.LeaderElection.LeaseDuration %v must be a whole number of seconds, as a Lease's leaseDurationSeconds is", le.LeaseDuration))
+	}
+	if le.LeaseDuration > 0 && le.RenewDeadline > 0 && le.LeaseDuration <= le.RenewDeadline {
 		errs = append(errs, fmt.Errorf("kube: Settings.LeaderElection.LeaseDuration %v must be longer than RenewDeadline %v", le.LeaseDuration, le.RenewDeadline))
 	}
-	if min := time.Duration(leaderelection.JitterFactor * float64(le.RetryPeriod)); le.RenewDeadline <= min {
+	if min := time.Duration(leaderelection.JitterFactor * float64(le.RetryPeriod)); le.RenewDeadline > 0 && le.RetryPeriod > 0 && le.RenewDeadline <= min {
 		errs = append(errs, fmt.Errorf("kube: Settings.LeaderElection.RenewDeadline %v must be longer than %v, 1.2 RetryPeriods", le.RenewDeadline, min))
 	}
 	return errors.Join(errs...)

@@ -220,6 +220,19 @@ func TestNewControllerNamesNonPositiveLeaseDurations(t *testing.T) {
 	} {
 		require.ErrorContains(t, err, want)
 	}
+	// Non-positive durations are named once, not compared with each other.
+	require.NotContains(t, err.Error(), "must be longer than")
+}
+
+func TestALeaseDurationIsWholeSeconds(t *testing.T) {
+	for _, d := range []time.Duration{500 * time.Millisecond, 1500 * time.Millisecond, 20*time.Second + time.Nanosecond} {
+		settings := testSettings()
+		settings.LeaderElection.LeaseDuration = d
+		settings.LeaderElection.RenewDeadline = 400 * time.Millisecond
+		settings.LeaderElection.RetryPeriod = 100 * time.Millisecond
+		_, err := newController(&humus.Setup{}, clients{}, nil, settings, widgets(), noopReconciler())
+		require.ErrorContains(t, err, "Settings.LeaderElection.LeaseDuration "+d.String()+" must be a whole number of seconds", "LeaseDuration %v", d)
+	}
 }
 
 func TestCheckNameRefusesAFieldManagerTheAPIServerWould(t *testing.T) {
