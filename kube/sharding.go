@@ -394,7 +394,8 @@ func (m *member) seen(obj any) {
 
 // gone records a member's Lease deleted. A released one is gone at once;
 // one deleted without a release (by hand) still counts until it expires,
-// since its member may still be at work until its own deadline.
+// since its member may still be at work until its own deadline; an
+// expired one (deleted by confirmExpired) is gone too.
 func (m *member) gone(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
@@ -404,7 +405,7 @@ func (m *member) gone(obj any) {
 		return
 	}
 	m.mu.Lock()
-	if p := m.peers[l.Name]; p != nil && p.released {
+	if p := m.peers[l.Name]; p != nil && (p.released || p.expired) {
 		delete(m.peers, l.Name)
 	}
 	m.mu.Unlock()
@@ -515,7 +516,12 @@ func (m *member) step(ctx context.Context) time.Duration {
 // confirmExpired Gets the Lease of each member unchanged for LeaseDuration
 // by this member's clock: unchanged still, or deleted, it has expired; its
 // member stopped working at its own deadline, RenewDeadline after its
-// last renewal. Changed, the informer was behind, and it is live.
+// last renewal. Changed, the informer was behind, and it is live. An
+// expired Lease is deleted, on the condition that it is still the one
+// confirmed (its uid and resourceVersion), so that a member that joins
+// later doesn't wait LeaseDuration for a member that crashed long ago (a
+// breaker saw every join stall all members 10s, LeaseDuration, for each
+// SIGKILLed member's Lease left behind).
 func (m *member) confirmExpired(ctx context.Context) {
 	m.mu.Lock()
 	var due []string
@@ -539,9 +545,14 @@ func (m *member) confirmExpired(ctx context.Context) {
 				p.expired = true
 			}
 		}
+		expired := err == nil && m.peers[name] != nil && m.peers[name].expired
 		m.mu.Unlock()
 		if err == nil {
 			m.seen(l)
+		}
+		if expired {
+			uid, rv := l.UID, l.ResourceVersion
+			_ = m.leases.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
 		}
 	}
 }

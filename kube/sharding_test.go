@@ -361,3 +361,61 @@ func TestNoKeyIsReconciledByTwoMembersAtOnce(t *testing.T) {
 		require.NoError(t, m4.stop(t))
 	})
 }
+
+// TestACrashedMembersLeaseIsDeletedOnceExpired leaves the Lease of a member
+// that crashed (never renewed again, never released) and shows that the
+// live member deletes it once confirmed expired, so that a member joining
+// later takes its keys within 2 RetryPeriods instead of waiting
+// LeaseDuration for the dead one (a breaker saw every join stall 10s for
+// each SIGKILLed member's Lease left behind).
+func TestACrashedMembersLeaseIsDeletedOnceExpired(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 20
+		var objs []runtime.Object
+		for i := range n {
+			objs = append(objs, newWidget(fmt.Sprintf("w%d", i), int64(i)))
+		}
+		f := newFakeCluster(t, objs...)
+		le := testSettings().LeaderElection
+		dead := controllerName + "-dead"
+		renewed := metav1.NewMicroTime(time.Now())
+		_, err := f.kube.CoordinationV1().Leases(leaseNamespace).Create(context.Background(), &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{
+				Name: dead, Namespace: leaseNamespace,
+				Labels:      map[string]string{shardLabel: controllerName},
+				Annotations: map[string]string{shardIdentityAnnotation: "dead", shardViewAnnotation: "dead"},
+			},
+			Spec: coordinationv1.LeaseSpec{
+				HolderIdentity:       ptrTo("dead"),
+				LeaseDurationSeconds: ptrTo(int32(le.LeaseDuration / time.Second)),
+				RenewTime:            &renewed,
+			},
+		}, metav1.CreateOptions{})
+		require.NoError(t, err)
+
+		run := &shardRun{busy: map[string]string{}}
+		start := func(id string) *serving {
+			s := testSettings()
+			s.Sharding.Enabled = true
+			s.LeaderElection.Identity = id
+			c, err := newController(&humus.Setup{}, f.clients(), nil, s, widgets(), run.reconciler(id))
+			require.NoError(t, err)
+			return serve(t, c)
+		}
+		m1 := start("m1")
+		time.Sleep(le.LeaseDuration + 3*le.RetryPeriod)
+		synctest.Wait()
+		_, err = f.kube.CoordinationV1().Leases(leaseNamespace).Get(context.Background(), dead, metav1.GetOptions{})
+		require.True(t, apierrors.IsNotFound(err), "the crashed member's Lease is deleted once expired: %v", err)
+
+		joined := time.Now()
+		m2 := start("m2")
+		time.Sleep(2 * le.RetryPeriod)
+		synctest.Wait()
+		first := run.firstBy(joined, "m1")
+		require.NotEmpty(t, first, "m2 reconciles its keys within 2 RetryPeriods of joining")
+		require.Empty(t, run.overlaps())
+		require.NoError(t, m2.stop(t))
+		require.NoError(t, m1.stop(t))
+	})
+}
