@@ -24,7 +24,7 @@ import (
 // RetryPeriod, never after it was lost.
 type LeaderElection struct {
 	Namespace string // the Lease's namespace, such as the pod's; a DNS-1123 label, required
-	Identity  string // this replica's name in the Lease, such as its pod's; required
+	Identity  string // this replica's name in the Lease, unique among replicas, such as its pod's; required (two processes with one identity both hold the Lease)
 
 	LeaseDuration time.Duration // how long a Lease lasts without renewal; whole seconds, longer than RenewDeadline
 	RenewDeadline time.Duration // how long the leader tries to renew; longer than 1.2 RetryPeriods
