@@ -375,19 +375,22 @@ func (c *Controller) listVersions(ctx context.Context) (map[string]string, strin
 // newerOrSame reports whether the resourceVersion cached is listed's or,
 // both being integers, a later one.
 func newerOrSame(cached, listed string) bool {
-	if cached == listed {
-		return true
-	}
-	a, errA := strconv.ParseUint(cached, 10, 64)
-	b, errB := strconv.ParseUint(listed, 10, 64)
-	return errA == nil && errB == nil && a > b
+	a, b, ok := versions(cached, listed)
+	return cached == listed || ok && a > b
 }
 
 // olderThan reports whether the resourceVersion cached is, both being
 // integers, at most the list's: an object the list lacks that was not
 // created since, so deleted on the API server.
 func olderThan(cached, list string) bool {
-	a, errA := strconv.ParseUint(cached, 10, 64)
-	b, errB := strconv.ParseUint(list, 10, 64)
-	return errA == nil && errB == nil && a <= b
+	a, b, ok := versions(cached, list)
+	return ok && a <= b
+}
+
+// versions parses two resourceVersions as the integers kube-apiserver
+// makes them; ok is false unless both are.
+func versions(x, y string) (a, b uint64, ok bool) {
+	a, errA := strconv.ParseUint(x, 10, 64)
+	b, errB := strconv.ParseUint(y, 10, 64)
+	return a, b, errA == nil && errB == nil
 }

@@ -36,6 +36,7 @@ type Lister[T any] struct {
 	c     *cacheOf
 	gvr   schema.GroupVersionResource
 	scope string // the Controller's Settings.Name, for errors
+	fast  bool   // fastDecodable(T), found once by NewLister
 }
 
 // NewLister returns a Lister of c's cache of gvr. It returns an error if c
@@ -60,7 +61,7 @@ func NewLister[T any](c *Controller, gvr schema.GroupVersionResource) (Lister[T]
 	if err := ch.form.check(reflect.TypeFor[T](), gvr); err != nil {
 		return Lister[T]{}, fmt.Errorf("kube: controller %s: %w", c.settings.Name, err)
 	}
-	return Lister[T]{c: ch, gvr: gvr, scope: c.settings.Name}, nil
+	return Lister[T]{c: ch, gvr: gvr, scope: c.settings.Name, fast: fastDecodable(reflect.TypeFor[T](), map[reflect.Type]bool{})}, nil
 }
 
 // ListerFrom returns a Lister of gvr from the cache of the Controller
@@ -167,7 +168,7 @@ func (l Lister[T]) decode(item any) (T, error) {
 			*any(&t).(*metav1.PartialObjectMetadata) = ownedMetadata(o)
 			return t, nil
 		}
-		err = o.decode(&t)
+		err = o.decodeAs(&t, l.fast)
 	default:
 		err = fmt.Errorf("the cache holds a %T", item)
 	}

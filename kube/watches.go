@@ -195,6 +195,7 @@ func watchOf[T any](p watchesPart, index string) (watchSpec, error) {
 // (thread_safe_store.go, updateIndices), so an object that doesn't decode,
 // or a refs that panics, is recorded and indexed under no key.
 func referenceIndex[T any](refs func(T) []string, tel *telemetry) cache.IndexFunc {
+	fast := fastDecodable(reflect.TypeFor[T](), map[reflect.Type]bool{})
 	return func(obj any) (keys []string, _ error) {
 		m, err := meta.Accessor(obj)
 		if err != nil {
@@ -207,7 +208,7 @@ func referenceIndex[T any](refs func(T) []string, tel *telemetry) cache.IndexFun
 			}
 		}()
 		var t T
-		if o, ok := obj.(*cachedObject); !ok || o.decode(&t) != nil {
+		if o, ok := obj.(*cachedObject); !ok || o.decodeAs(&t, fast) != nil {
 			// The reconcile of the object reports it.
 			return nil, nil
 		}
