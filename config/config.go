@@ -166,6 +166,22 @@ func (r *Resolver) parseInt(src Source, v string, def int) int {
 	return n
 }
 
+// BoolOr returns src's value as a bool, or def when src is unset or
+// empty. It takes what strconv.ParseBool takes: 1, t, T, TRUE, true, True,
+// 0, f, F, FALSE, false, False. Anything else is an error.
+func (r *Resolver) BoolOr(src Source, def bool) bool {
+	v, ok := r.lookup(src)
+	if !ok {
+		return def
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		r.errs = append(r.errs, fmt.Errorf("config: %s: %q is not a boolean, such as \"true\" or \"false\"", src, v))
+		return def
+	}
+	return b
+}
+
 // Duration returns src's value as a time.Duration, such as "15s" or
 // "1h30m" (time.ParseDuration), which is required: unset, empty or
 // malformed, it is an error.

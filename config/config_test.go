@@ -117,3 +117,26 @@ func TestOddValuesAreNamedClearly(t *testing.T) {
 		`config: environment variable SPACED: " 5 " is not an integer`)
 	require.Equal(t, -5*time.Second, d, "a negative duration is read as it is, for the value's own check")
 }
+
+func TestBoolOrReadsWhatParseBoolTakesAndNamesAnythingElse(t *testing.T) {
+	h := humustest.NewHost(t)
+	h.SetEnv("ON", "true")
+	h.SetEnv("OFF", "0")
+	h.SetEnv("EMPTY", "")
+	env := func(name string) config.Source { return config.Env(h.Host, name) }
+	type flags struct{ On, Off, Empty, Unset bool }
+	got, err := config.Struct(func(r *config.Resolver) flags {
+		return flags{
+			On:    r.BoolOr(env("ON"), false),
+			Off:   r.BoolOr(env("OFF"), true),
+			Empty: r.BoolOr(env("EMPTY"), true),
+			Unset: r.BoolOr(env("UNSET"), true),
+		}
+	}).Read(t.Context())
+	require.NoError(t, err)
+	require.Equal(t, flags{On: true, Off: false, Empty: true, Unset: true}, got)
+
+	h.SetEnv("ON", "yes")
+	_, err = config.Struct(func(r *config.Resolver) bool { return r.BoolOr(env("ON"), false) }).Read(t.Context())
+	require.EqualError(t, err, `config: environment variable ON: "yes" is not a boolean, such as "true" or "false"`)
+}

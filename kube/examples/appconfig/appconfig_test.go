@@ -126,9 +126,11 @@ func TestReadNamesAMalformedValue(t *testing.T) {
 	h.SetEnv("POD_NAME", "memcached-controller-0")
 	h.SetEnv("LEASE_DURATION", "fifteen seconds")
 	h.SetEnv("WORKERS", "two")
+	h.SetEnv("SHARDING", "yes")
 	_, err := appconfig.Read(t.Context(), &humus.Setup{Host: h.Host}, "memcached-controller")
 	require.ErrorContains(t, err, "LEASE_DURATION")
 	require.ErrorContains(t, err, "WORKERS")
+	require.ErrorContains(t, err, "SHARDING")
 }
 
 func TestReadInAPod(t *testing.T) {
@@ -142,6 +144,7 @@ func TestReadInAPod(t *testing.T) {
 	h.SetEnv("POD_NAME", "memcached-controller-0")
 	h.SetEnv("RETRY_PERIOD", "1s")
 	h.SetEnv("WATCH_TIMEOUT", "5s")
+	h.SetEnv("SHARDING", "true")
 
 	cfg, err := appconfig.Read(t.Context(), &humus.Setup{Host: h.Host}, "memcached-controller")
 	require.NoError(t, err)
@@ -152,6 +155,7 @@ func TestReadInAPod(t *testing.T) {
 	want.LeaderElection.Identity = "memcached-controller-0"
 	want.LeaderElection.RetryPeriod = time.Second
 	want.WatchTimeout = 5 * time.Second
+	want.Sharding.Enabled = true
 	require.Equal(t, want, cfg.Settings)
 	require.Equal(t, ":8081", cfg.ProbesAddr)
 }

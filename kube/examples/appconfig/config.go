@@ -39,6 +39,7 @@ const (
 	EnvRenewDeadline = "RENEW_DEADLINE"          // a Go duration; default 10s
 	EnvRetryPeriod   = "RETRY_PERIOD"            // a Go duration; default 2s
 	EnvWatchTimeout  = "WATCH_TIMEOUT"           // Settings.WatchTimeout, a Go duration; default 30s
+	EnvSharding      = "SHARDING"                // Settings.Sharding.Enabled, true or false; default false, one leader
 	EnvProbesAddr    = "PROBES_ADDR"             // default ":8081"
 )
 
@@ -77,6 +78,7 @@ func Read(ctx context.Context, s *humus.Setup, name string) (Config, error) {
 		st.LeaderElection.RenewDeadline = r.DurationOr(env(EnvRenewDeadline), st.LeaderElection.RenewDeadline)
 		st.LeaderElection.RetryPeriod = r.DurationOr(env(EnvRetryPeriod), st.LeaderElection.RetryPeriod)
 		st.WatchTimeout = r.DurationOr(env(EnvWatchTimeout), st.WatchTimeout)
+		st.Sharding.Enabled = r.BoolOr(env(EnvSharding), st.Sharding.Enabled)
 		v.cfg = Config{Settings: st, ProbesAddr: r.GetOr(env(EnvProbesAddr), DefaultProbesAddr)}
 		return v
 	}).Read(ctx)
