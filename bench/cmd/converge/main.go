@@ -26,6 +26,7 @@
 //
 //	go run ./bench/cmd/converge -n 100,1000 -w 1,4,16
 //	go run ./bench/cmd/converge -smoke      # N=10, W=1: keeps it working
+//	go run ./bench/cmd/converge -n 1000 -w 4 -peers kube,floor -no-steady -cpuprofile /tmp/prof
 //
 // Each run has a timeout (-timeout); Ctrl-C stops the peer and the control
 // plane and prints what was measured so far. With -kubeconfig it runs
@@ -76,6 +77,7 @@ func run() error {
 		peerDir    = flag.String("peer-bin", "", "a directory with prebuilt kubepeer, crpeer and floor binaries (default: built now)")
 		logDir     = flag.String("logs", "", "where the peers' stderr goes (default: a temporary directory)")
 		finalizer  = flag.Bool("finalizer", false, "every peer adds a finalizer to each object (one more write an object), as the operator-sdk tutorial's controller does")
+		profiles   = flag.String("cpuprofile", "", "a directory: the kube and floor peers write CPU profiles there, from their start until convergence (<peer>-n<N>-w<W>[-fin].pprof)")
 	)
 	flag.Parse()
 	if *smoke {
@@ -116,6 +118,11 @@ func run() error {
 	if err := os.MkdirAll(*logDir, 0o755); err != nil {
 		return err
 	}
+	if *profiles != "" {
+		if err := os.MkdirAll(*profiles, 0o755); err != nil {
+			return err
+		}
+	}
 
 	c := config{
 		kubeconfig: *kubeconfig,
@@ -128,6 +135,7 @@ func run() error {
 		progress:   os.Stderr,
 		skipSteady: *noSteady,
 		finalizer:  *finalizer,
+		profileDir: *profiles,
 	}
 	if *smoke {
 		c.gcWait = time.Second // figures don't matter: don't wait out the garbage collector's discovery

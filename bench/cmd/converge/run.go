@@ -111,6 +111,7 @@ type config struct {
 	skipSteady bool
 	gcWait     time.Duration // how long to wait for the garbage collector's watch
 	finalizer  bool          // every peer adds memcached.Finalizer
+	profileDir string        // where the kube and floor peers write CPU profiles; "" for none
 }
 
 // resyncFor is the resync the peers run with at n objects: long enough that
@@ -473,6 +474,13 @@ func startPeer(ctx context.Context, c config, kubeconfig, peer string, workers i
 	}
 	if c.finalizer {
 		args = append(args, "-finalizer")
+	}
+	if c.profileDir != "" && peer != peerCR {
+		fin := ""
+		if c.finalizer {
+			fin = "-fin"
+		}
+		args = append(args, "-cpuprofile="+filepath.Join(c.profileDir, fmt.Sprintf("%s-n%d-w%d%s.pprof", peer, r.Objects, workers, fin)))
 	}
 	if peer == peerCR {
 		// controller-runtime's config package registers --kubeconfig

@@ -6,7 +6,8 @@
 // request.
 //
 // bench/cmd/converge starts it. Flags: -kubeconfig (required), -workers,
-// -namespace. It prints "done <objects>" when every object is written, and
+// -namespace, -finalizer, -cpuprofile (a CPU profile until the first "mem"
+// line). It prints "done <objects>" when every object is written, and
 // then waits: a line "mem" on stdin makes it print "heapinuse <bytes>
 // heapalloc <bytes>" after a garbage collection; SIGTERM or SIGINT ends it.
 package main
@@ -35,15 +36,21 @@ func main() {
 	workers := flag.Int("workers", 1, "how many objects are written at once")
 	namespace := flag.String("namespace", "default", "the namespace of the Memcached objects")
 	finalizer := flag.Bool("finalizer", false, "apply memcached.Finalizer to each object first")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile from the start until the first \"mem\" line (convergence) to this file")
 	flag.Parse()
 	if *kubeconfig == "" || *workers < 1 {
 		fmt.Fprintln(os.Stderr, "floor: -kubeconfig is required and -workers must be at least 1")
 		os.Exit(2)
 	}
+	stopProfile, err := peer.CPUProfile(*cpuprofile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "floor:", err)
+		os.Exit(1)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	var mu sync.Mutex
-	go peer.ReportMemory(os.Stdin, os.Stdout, &mu)
+	go peer.ReportMemory(os.Stdin, os.Stdout, &mu, stopProfile)
 	n, err := run(ctx, *kubeconfig, *namespace, *workers, *finalizer)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "floor:", err)

@@ -6,7 +6,8 @@
 //
 // bench/cmd/converge starts it; it isn't meant to be run by hand. Flags:
 // -kubeconfig (required), -workers (Settings.Workers), -resync
-// (Settings.Resync), -finalizer and -namespace (Settings.Namespace, and the Lease's). A
+// (Settings.Resync), -finalizer, -namespace (Settings.Namespace, and the
+// Lease's) and -cpuprofile (a CPU profile until the first "mem" line). A
 // line "mem" on stdin makes it print "heapinuse <bytes> heapalloc <bytes>"
 // after a garbage collection. SIGTERM or SIGINT stops it, as any humus App.
 package main
@@ -34,13 +35,19 @@ func main() {
 	resync := flag.Duration("resync", 10*time.Hour, "Settings.Resync")
 	namespace := flag.String("namespace", "default", "Settings.Namespace, and the Lease's namespace")
 	finalizer := flag.Bool("finalizer", false, "add kube.Finalize(memcached.Finalizer), whose clean-up does nothing")
+	cpuprofile := flag.String("cpuprofile", "", "write a CPU profile from the start until the first \"mem\" line (convergence) to this file")
 	flag.Parse()
 	if *kubeconfig == "" {
 		fmt.Fprintln(os.Stderr, "kubepeer: -kubeconfig is required")
 		os.Exit(2)
 	}
+	stopProfile, err := peer.CPUProfile(*cpuprofile)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "kubepeer:", err)
+		os.Exit(1)
+	}
 
-	go peer.ReportMemory(os.Stdin, os.Stdout, new(sync.Mutex))
+	go peer.ReportMemory(os.Stdin, os.Stdout, new(sync.Mutex), stopProfile)
 
 	humus.Main(func(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 		conn, err := peer.Connection(*kubeconfig)

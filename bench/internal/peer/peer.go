@@ -10,7 +10,9 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"sync"
 
 	"k8s.io/client-go/rest"
@@ -65,12 +67,18 @@ func Connection(path string) (kube.Connection, error) {
 // ReportMemory answers each line "mem" read from in with one line on out,
 // "heapinuse <bytes> heapalloc <bytes>", measured after a garbage
 // collection, so it is the heap the process holds rather than its garbage.
-// It returns at EOF.
-func ReportMemory(in io.Reader, out io.Writer, mu *sync.Mutex) {
+// Before its first answer it calls first, if not nil: the benchmark asks
+// right after convergence, so a CPU profile stopped there covers the same
+// span as the CPU seconds it reports. It returns at EOF.
+func ReportMemory(in io.Reader, out io.Writer, mu *sync.Mutex, first func()) {
 	sc := bufio.NewScanner(in)
 	for sc.Scan() {
 		if sc.Text() != "mem" {
 			continue
+		}
+		if first != nil {
+			first()
+			first = nil
 		}
 		runtime.GC()
 		var ms runtime.MemStats
@@ -79,4 +87,29 @@ func ReportMemory(in io.Reader, out io.Writer, mu *sync.Mutex) {
 		fmt.Fprintf(out, "heapinuse %d heapalloc %d\n", ms.HeapInuse, ms.HeapAlloc)
 		mu.Unlock()
 	}
+}
+
+// CPUProfile starts a CPU profile written to path, and returns the function
+// that stops it and closes the file; with an empty path it does nothing and
+// returns a function that does nothing. Errors are creating the file and
+// starting the profile.
+func CPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, fmt.Errorf("creating the CPU profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("starting the CPU profile: %w", err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			pprof.StopCPUProfile()
+			f.Close()
+		})
+	}, nil
 }
