@@ -172,12 +172,13 @@ type replica struct {
 	read   chan struct{} // closed once stdout is read to its end
 }
 
-// settings are a replica's Lease timings and workers, and its
-// WatchTimeout (0 for the default).
+// settings are a replica's Lease timings and workers, its WatchTimeout
+// (0 for the default), and whether it runs as a shard member (SHARDING).
 type settings struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	Workers                                   int
 	WatchTimeout                              time.Duration
+	Sharding                                  bool
 }
 
 // fast are Lease timings that make a fault take seconds, as the whole-App
@@ -208,6 +209,9 @@ func startReplica(t *testing.T, e apptest.Env, ns, id string, s settings) *repli
 	)
 	if s.WatchTimeout > 0 {
 		cmd.Env = append(cmd.Env, appconfig.EnvWatchTimeout+"="+s.WatchTimeout.String())
+	}
+	if s.Sharding {
+		cmd.Env = append(cmd.Env, appconfig.EnvSharding+"=true")
 	}
 	r := &replica{id: id, stderr: &lockedBuffer{}, read: make(chan struct{})}
 	cmd.Stderr = r.stderr
