@@ -173,12 +173,14 @@ type replica struct {
 }
 
 // settings are a replica's Lease timings and workers, its WatchTimeout
-// (0 for the default), and whether it runs as a shard member (SHARDING).
+// (0 for the default), whether it runs as a shard member (SHARDING), and
+// the kubeconfig it reaches the cluster through ("" for the cluster's own).
 type settings struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	Workers                                   int
 	WatchTimeout                              time.Duration
 	Sharding                                  bool
+	Kubeconfig                                string
 }
 
 // fast are Lease timings that make a fault take seconds, as the whole-App
@@ -188,16 +190,20 @@ var fast = settings{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Seco
 
 // startReplica runs the Memcached App, as the replica id, that reconciles
 // ns and holds its Lease there, reaching the cluster through its
-// kubeconfig, and reads its events; it is killed at the test's end if it
-// still runs.
+// kubeconfig (or s.Kubeconfig), and reads its events; it is killed at the
+// test's end if it still runs.
 func startReplica(t *testing.T, e apptest.Env, ns, id string, s settings) *replica {
 	t.Helper()
 	exe, err := os.Executable()
 	require.NoError(t, err)
+	kubeconfig := e.Cluster.Kubeconfig
+	if s.Kubeconfig != "" {
+		kubeconfig = s.Kubeconfig
+	}
 	cmd := exec.Command(exe)
 	cmd.Env = append(os.Environ(),
 		appEnv+"=1",
-		appconfig.EnvKubeconfig+"="+e.Cluster.Kubeconfig,
+		appconfig.EnvKubeconfig+"="+kubeconfig,
 		appconfig.EnvPodNamespace+"="+ns,
 		appconfig.EnvPodName+"="+id,
 		appconfig.EnvWatchNS+"="+ns,

@@ -34,14 +34,18 @@ import (
 // admission webhook, and the leader stopped (SIGSTOP) past LeaseDuration
 // and continued. In both, no reconcile or apply by the old leader starts
 // once the new one has acquired the Lease, and the old App exits 1 with
-// ErrLostLeadership.
+// ErrLostLeadership. Each replica reaches the API server through a witness
+// of its own, a proxy that records the writes it passes on, so the old
+// leader's silence is also shown as the API server was sent it, not only
+// as the replica recorded it.
 func testNeverTwoLeaders(t *testing.T, e apptest.Env) {
 	t.Run("TheLeadersLeaseUpdatesHeldByAWebhookNoWorkAfterTheNewLeaderAcquired", func(t *testing.T) {
 		ns := e.Namespace(t, "held-renewals")
 		hook := holdLeaseUpdates(t, e, ns, "replica-1")
-		r0 := startReplica(t, e, ns, "replica-0", fast)
+		w0, w1, s0, s1 := witnessed(t, e)
+		r0 := startReplica(t, e, ns, "replica-0", s0)
 		e.WaitHolder(t, 30*time.Second, ns, lease, "replica-0")
-		r1 := startReplica(t, e, ns, "replica-1", fast)
+		r1 := startReplica(t, e, ns, "replica-1", s1)
 		names := createMemcacheds(t, e, ns, 40, 1)
 		waitConverged(t, e, ns, names)
 		// The webhook answers the leader's renewals until it holds them.
@@ -65,15 +69,17 @@ func testNeverTwoLeaders(t *testing.T, e apptest.Env) {
 
 		stop()
 		waitConverged(t, e, ns, names)
+		requireNoWriteSentAfter(t, w0, w1, acquired)
 		require.NoError(t, r1.proc.Signal(syscall.SIGTERM))
 		require.Equal(t, 0, r1.waitExit(t, 30*time.Second))
 	})
 
 	t.Run("TheLeaderStoppedPastLeaseDurationDoesNoWorkOnceContinued", func(t *testing.T) {
 		ns := e.Namespace(t, "sigstop")
-		r0 := startReplica(t, e, ns, "replica-0", fast)
+		w0, w1, s0, s1 := witnessed(t, e)
+		r0 := startReplica(t, e, ns, "replica-0", s0)
 		e.WaitHolder(t, 30*time.Second, ns, lease, "replica-0")
-		r1 := startReplica(t, e, ns, "replica-1", fast)
+		r1 := startReplica(t, e, ns, "replica-1", s1)
 		names := createMemcacheds(t, e, ns, 40, 1)
 		waitConverged(t, e, ns, names)
 		stop := keepResizing(t, e, ns, names)
@@ -103,9 +109,20 @@ func testNeverTwoLeaders(t *testing.T, e apptest.Env) {
 
 		stop()
 		waitConverged(t, e, ns, names)
+		requireNoWriteSentAfter(t, w0, w1, acquired)
 		require.NoError(t, r1.proc.Signal(syscall.SIGTERM))
 		require.Equal(t, 0, r1.waitExit(t, 30*time.Second))
 	})
+}
+
+// witnessed returns a witness for each of two replicas, and the fast
+// settings that make each reach the API server through its own.
+func witnessed(t *testing.T, e apptest.Env) (w0, w1 *witness, s0, s1 settings) {
+	t.Helper()
+	w0, w1 = newWitness(t, e), newWitness(t, e)
+	s0, s1 = fast, fast
+	s0.Kubeconfig, s1.Kubeconfig = w0.kubeconfig, w1.kubeconfig
+	return w0, w1, s0, s1
 }
 
 // requireNoWorkAfter fails the test if r started a reconcile, or sent a
