@@ -23,6 +23,8 @@ func TestIsBackground(t *testing.T) {
 		{"POST", "https://api/apis/events.k8s.io/v1/namespaces/default/events", context.Background(), true},
 		{"PATCH", "https://api/apis/events.k8s.io/v1/namespaces/default/events/e.1", context.Background(), true},
 		{"GET", "https://api/apis/events.k8s.io/v1/events", context.Background(), true},
+		{"POST", "https://api/apis/authentication.k8s.io/v1/tokenreviews", context.Background(), true},
+		{"POST", "https://api/apis/authorization.k8s.io/v1/subjectaccessreviews", context.Background(), true},
 		// In a reconcile's span, they are its children.
 		{"PUT", "https://api/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/c", inSpan, false},
 		{"POST", "https://api/apis/events.k8s.io/v1/namespaces/default/events", inSpan, false},
@@ -31,6 +33,8 @@ func TestIsBackground(t *testing.T) {
 		{"PATCH", "https://api/apis/apps/v1/namespaces/default/deployments/d", context.Background(), false},
 		{"GET", "https://api/apis/test.example.com/v1/namespaces/leases/widgets", context.Background(), false},
 		{"GET", "https://api/apis/coordination.k8s.io/v1/namespaces/x/leasecandidates", context.Background(), false},
+		{"POST", "https://api/apis/authorization.k8s.io/v1/namespaces/x/localsubjectaccessreviews", context.Background(), false},
+		{"POST", "https://api/apis/authorization.k8s.io/v1/selfsubjectaccessreviews", context.Background(), false},
 	} {
 		r, err := http.NewRequestWithContext(tc.ctx, tc.method, tc.url, nil)
 		require.NoError(t, err)

@@ -44,7 +44,7 @@ const (
 //   - otelhttp, with s.Telemetry's TracerProvider, MeterProvider and
 //     Propagator, never OpenTelemetry's globals: a client span and
 //     otelhttp's client instruments for every request but a watch and a
-//     background Lease or Event request (background.go);
+//     background Lease, Event or review request (background.go);
 //   - the bearer token from Connection.Token (token.go);
 //   - a net/http Transport that dials s.Host.Dial, runs TLS with a clone of
 //     Connection.TLS whose ServerName defaults to Server's host, has no
