@@ -1,9 +1,11 @@
 package kube
 
 import (
+	"bytes"
 	"encoding/json"
-	"reflect"
 	"sync"
+
+	gojson "github.com/goccy/go-json"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -196,27 +198,70 @@ func (o *ownWrites) apply(key string, do func() (*unstructured.Unstructured, err
 
 // onlyStatusOrFinalizersChanged reports whether new differs from old in
 // nothing but what the controller's own applies write: the status and the
-// finalizers (and the resourceVersion every write moves). It decodes both
-// objects, so it is asked only of an event whose version matches one of
-// the controller's writes; an object it can't decode counts as changed.
+// finalizers (and the resourceVersion every write moves). It is asked only
+// of an event whose version matches one of the controller's writes; an
+// object it can't decode counts as changed.
+//
+// It compares the cached JSON field by field, each field's value as its
+// bytes, undecoded: both were encoded by newCachedObject with encoding/json
+// from the API server's objects, and encoding/json writes a map's keys
+// sorted and a value always alike, so equal fields are equal bytes. Fields
+// that differ only in how they are written count as changed, which queues
+// the key once more and nothing worse. It splits the fields with go-json,
+// which only finds where each value begins and ends, so its numbers don't
+// matter here (cached.go). Decoding both objects into maps with
+// encoding/json and comparing those took 24 µs of CPU for the Memcached and
+// 210 µs for a 4 KiB object; this takes 9-11 µs and 31-35 µs
+// (BenchmarkOwnWriteCheck).
 func onlyStatusOrFinalizersChanged(old, new *cachedObject) bool {
 	a, errA := withoutOwnWrites(old.raw)
 	b, errB := withoutOwnWrites(new.raw)
-	return errA == nil && errB == nil && reflect.DeepEqual(a, b)
+	return errA == nil && errB == nil && a.equal(b)
 }
 
-// withoutOwnWrites is the object encoded in raw less its status,
-// finalizers and resourceVersion.
-func withoutOwnWrites(raw string) (map[string]any, error) {
-	var obj map[string]any
-	if err := json.Unmarshal([]byte(raw), &obj); err != nil {
-		return nil, err
+// rawFields is a JSON object's fields, each value as its bytes.
+type rawFields map[string]json.RawMessage
+
+func (f rawFields) equal(g rawFields) bool {
+	if len(f) != len(g) {
+		return false
 	}
-	delete(obj, "status")
-	if meta, ok := obj["metadata"].(map[string]any); ok {
-		delete(meta, "resourceVersion")
-		delete(meta, "finalizers")
-		delete(meta, "managedFields")
+	for k, v := range f {
+		w, ok := g[k]
+		if !ok || !bytes.Equal(v, w) {
+			return false
+		}
 	}
-	return obj, nil
+	return true
+}
+
+// ownWritesLess is an object's fields less its status, and its metadata's
+// fields less its resourceVersion, finalizers and managed fields.
+type ownWritesLess struct {
+	fields, metadata rawFields
+}
+
+func (o ownWritesLess) equal(p ownWritesLess) bool {
+	return o.fields.equal(p.fields) && o.metadata.equal(p.metadata)
+}
+
+// withoutOwnWrites is the fields of the object encoded in raw less its
+// status, and its metadata's less its resourceVersion, finalizers and
+// managed fields.
+func withoutOwnWrites(raw string) (ownWritesLess, error) {
+	var o ownWritesLess
+	if err := gojson.Unmarshal([]byte(raw), &o.fields); err != nil {
+		return o, err
+	}
+	delete(o.fields, "status")
+	if md, ok := o.fields["metadata"]; ok {
+		delete(o.fields, "metadata")
+		if err := gojson.Unmarshal(md, &o.metadata); err != nil {
+			return o, err
+		}
+		delete(o.metadata, "resourceVersion")
+		delete(o.metadata, "finalizers")
+		delete(o.metadata, "managedFields")
+	}
+	return o, nil
 }

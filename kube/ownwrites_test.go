@@ -160,6 +160,11 @@ func TestOnlyStatusOrFinalizersChanged(t *testing.T) {
 		{"annotation", `{"metadata":{"name":"w1","resourceVersion":"2","annotations":{"a":"b"}},"spec":{"size":1}}`, false},
 		{"spec", `{"metadata":{"name":"w1","resourceVersion":"2"},"spec":{"size":2}}`, false},
 		{"undecodable", `{`, false},
+		// Fields are compared as their bytes, which newCachedObject's
+		// encoding keeps alike for equal values; written otherwise, a
+		// field counts as changed, and the key is queued.
+		{"the spec written otherwise", `{"metadata":{"name":"w1","resourceVersion":"2"},"spec":{"size": 1}}`, false},
+		{"metadata's fields in another order", `{"metadata":{"resourceVersion":"2","name":"w1"},"spec":{"size":1},"status":{}}`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			require.Equal(t, tc.want, onlyStatusOrFinalizersChanged(obj(base+`}`), obj(tc.new)))
