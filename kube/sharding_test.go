@@ -419,3 +419,266 @@ func TestACrashedMembersLeaseIsDeletedOnceExpired(t *testing.T) {
 		require.NoError(t, m1.stop(t))
 	})
 }
+
+// pauser cuts a member off from its Lease and the others' while paused,
+// as a process stopped (SIGSTOP) and continued sees them, or a member
+// whose Lease traffic stalls: it stops renewing and stops noticing.
+type pauser struct {
+	mu      sync.Mutex
+	paused  bool
+	changed chan struct{} // closed, and replaced, on every change
+}
+
+func newPauser() *pauser { return &pauser{changed: make(chan struct{})} }
+
+func (p *pauser) set(paused bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused != paused {
+		p.paused = paused
+		close(p.changed)
+		p.changed = make(chan struct{})
+	}
+}
+
+func (p *pauser) state() (bool, <-chan struct{}) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.paused, p.changed
+}
+
+// wait returns once p is not paused.
+func (p *pauser) wait() {
+	for {
+		paused, changed := p.state()
+		if !paused {
+			return
+		}
+		<-changed
+	}
+}
+
+// pausedLeases gives a member its own fake clientset, on f's tracker,
+// that p cuts off from the Leases: while p is paused, every Lease request
+// hangs until p resumes (then goes through), and its Lease watches hold
+// every event until p resumes (then deliver them in order).
+func pausedLeases(f *fakeCluster, p *pauser) *kubefake.Clientset {
+	c := kubefake.NewClientset()
+	c.ReactionChain = f.kube.ReactionChain
+	c.WatchReactionChain = f.kube.WatchReactionChain
+	tracker := f.kube.Tracker()
+	c.PrependReactor("*", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+		p.wait()
+		return false, nil, nil // on to f's reactors
+	})
+	c.PrependWatchReactor("leases", func(action clienttesting.Action) (bool, watch.Interface, error) {
+		w, err := tracker.Watch(action.GetResource(), action.GetNamespace())
+		if err != nil {
+			return true, nil, err
+		}
+		return true, newPausedWatch(w, p), nil
+	})
+	return c
+}
+
+// pausedWatch forwards src's events while its pauser is not paused, and
+// holds them (in a queue of its own: the fake tracker's watch panics once
+// 100 are unread) while it is.
+type pausedWatch struct {
+	src  watch.Interface
+	out  chan watch.Event
+	stop chan struct{}
+	once sync.Once
+}
+
+func newPausedWatch(src watch.Interface, p *pauser) *pausedWatch {
+	w := &pausedWatch{src: src, out: make(chan watch.Event), stop: make(chan struct{})}
+	go func() {
+		defer close(w.out)
+		in := src.ResultChan()
+		var queue []watch.Event
+		for {
+			paused, changed := p.state()
+			if in == nil && len(queue) == 0 {
+				return
+			}
+			var send chan watch.Event
+			var next watch.Event
+			if !paused && len(queue) > 0 {
+				send, next = w.out, queue[0]
+			}
+			select {
+			case ev, ok := <-in:
+				if !ok {
+					in = nil
+					continue
+				}
+				queue = append(queue, ev)
+			case send <- next:
+				queue = queue[1:]
+			case <-changed:
+			case <-w.stop:
+				return
+			}
+		}
+	}()
+	return w
+}
+
+func (w *pausedWatch) ResultChan() <-chan watch.Event { return w.out }
+func (w *pausedWatch) Stop() {
+	w.once.Do(func() {
+		close(w.stop)
+		w.src.Stop()
+	})
+}
+
+// TestAMemberPausedDuringAViewChangeNeverSharesAKey pauses a member (it
+// stops renewing and stops noticing) as a view changes, with 40 Widgets
+// reconciled again every second and one changed every 50ms. Paused for
+// less than RenewDeadline while a fourth member joins, it holds the
+// change: it keeps reconciling its keys under the old view, and the new
+// member takes none until it resumes and acknowledges. Paused past
+// LeaseDuration while a member leaves, it stops working by its own
+// deadline, RenewDeadline after its last renewal, and the others take its
+// keys only once its Lease has expired; resumed, its Serve returns
+// ErrLostLeadership. No Widget is ever reconciled by two members at once.
+func TestAMemberPausedDuringAViewChangeNeverSharesAKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 40
+		var objs []runtime.Object
+		var keys []string
+		for i := range n {
+			objs = append(objs, newWidget(fmt.Sprintf("w%d", i), int64(i)))
+			keys = append(keys, fmt.Sprintf("%s/w%d", testNamespace, i))
+		}
+		f := newFakeCluster(t, objs...)
+		run := &shardRun{busy: map[string]string{}}
+		le := testSettings().LeaderElection
+		start := func(id string, cl clients) *serving {
+			s := testSettings()
+			s.Sharding.Enabled = true
+			s.LeaderElection.Identity = id
+			s.Workers = 4
+			c, err := newController(&humus.Setup{}, cl, nil, s, widgets(), run.reconciler(id))
+			require.NoError(t, err)
+			return serve(t, c)
+		}
+		owners := func(after time.Time, ids ...string) {
+			t.Helper()
+			v := newView(ids)
+			seen := map[string]bool{}
+			for _, rec := range run.since(after) {
+				require.Equal(t, v.owner(rec.key), rec.member, "%s at %v", rec.key, rec.start)
+				seen[rec.key] = true
+			}
+			require.Len(t, seen, n, "every key is reconciled")
+		}
+		by := func(member string, from, to time.Time) int {
+			k := 0
+			for _, rec := range run.since(from) {
+				if rec.member == member && rec.start.Before(to) {
+					k++
+				}
+			}
+			return k
+		}
+
+		p := newPauser()
+		t.Cleanup(func() { p.set(false) }) // before the members stop
+		paused := f.clients()
+		paused.kube = pausedLeases(f, p)
+		m1 := start("m1", f.clients())
+		churn := make(chan struct{})
+		churned := make(chan struct{})
+		go func() {
+			defer close(churned)
+			for i := 0; ; i++ {
+				select {
+				case <-churn:
+					return
+				case <-time.After(50 * time.Millisecond):
+				}
+				u := f.get(t, widgetGVR, testNamespace, fmt.Sprintf("w%d", i%n)).DeepCopy()
+				u.Object["spec"] = map[string]any{"size": int64(i)}
+				u.SetResourceVersion(fmt.Sprintf("churn-%d", i))
+				if err := f.dynamic.Tracker().Update(widgetGVR, u, testNamespace); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		}()
+		synctest.Wait()
+		time.Sleep(3 * time.Second)
+		// One at a time: client-go's fake loses the events between an
+		// informer's list and its watch.
+		m2 := start("m2", paused)
+		synctest.Wait()
+		m3 := start("m3", f.clients())
+		time.Sleep(10 * time.Second)
+		settled := time.Now()
+		time.Sleep(5 * time.Second)
+		owners(settled, "m1", "m2", "m3")
+
+		// m2 pauses as m4 joins, for half of RenewDeadline: no member
+		// takes a key under the new view until m2 has acknowledged it,
+		// and m2 goes on with its keys under the old one meanwhile.
+		p.set(true)
+		pausedAt := time.Now()
+		m4 := start("m4", f.clients())
+		time.Sleep(le.RenewDeadline / 2)
+		p.set(false)
+		resumed := time.Now()
+		require.Positive(t, by("m2", pausedAt, resumed), "m2 reconciles its keys while paused")
+		require.Zero(t, by("m4", pausedAt, resumed), "m4 takes no key before m2 acknowledges the view it joined")
+		time.Sleep(3 * le.RetryPeriod)
+		settled = time.Now()
+		time.Sleep(5 * time.Second)
+		owners(settled, "m1", "m2", "m3", "m4")
+		select {
+		case <-m2.done:
+			t.Fatalf("m2, paused for less than RenewDeadline, stopped: %v", m2.err)
+		default:
+		}
+
+		// m2 pauses as m4 leaves, past LeaseDuration: it works until its
+		// deadline, and its keys move only once its Lease has expired.
+		p.set(true)
+		pausedAt = time.Now()
+		require.NoError(t, m4.stop(t))
+		time.Sleep(le.LeaseDuration + 2*le.RetryPeriod)
+		p.set(false)
+		<-m2.done
+		require.ErrorIs(t, m2.err, ErrLostLeadership)
+		for _, rec := range run.since(pausedAt) {
+			if rec.member == "m2" {
+				require.Less(t, rec.start.Sub(pausedAt), le.RenewDeadline, "m2 stops by its deadline, RenewDeadline after its last renewal")
+			}
+		}
+		moved := run.firstBy(pausedAt, "m2")
+		var earliest, latest time.Duration
+		for _, k := range keys {
+			if newView([]string{"m1", "m2", "m3"}).owner(k) != "m2" {
+				continue
+			}
+			require.Contains(t, moved, k)
+			d := moved[k].Sub(pausedAt)
+			if earliest == 0 || d < earliest {
+				earliest = d
+			}
+			latest = max(latest, d)
+		}
+		t.Logf("m2's keys moved %v to %v after it paused", earliest, latest)
+		require.Greater(t, earliest, le.RenewDeadline, "m2's keys move only after its deadline")
+		require.LessOrEqual(t, latest, le.LeaseDuration+le.RetryPeriod, "m2's keys move once its Lease has expired")
+		settled = time.Now()
+		time.Sleep(5 * time.Second)
+		owners(settled, "m1", "m3")
+
+		close(churn)
+		<-churned
+		require.Empty(t, run.overlaps())
+		require.NoError(t, m1.stop(t))
+		require.NoError(t, m3.stop(t))
+	})
+}
