@@ -130,9 +130,10 @@ func TestShardedReplicasShareTheMemcachedsAndNoneIsReconciledByTwoAtOnce(t *test
 		handover.Round(time.Millisecond), bound, last.Round(time.Millisecond))
 	// Its Lease expires LeaseDuration after the others last saw it renewed,
 	// up to a RetryPeriod before the SIGKILL; then a Get confirms it and the
-	// view changes in one Lease write and one watch event each. The margin
-	// is for a loaded machine.
-	require.Less(t, handover, bound+2*time.Second, "the handover after a SIGKILL, within LeaseDuration + RetryPeriod and a margin of 2s")
+	// view changes in one Lease write and one watch event each: measured
+	// 3.2-4.2s at a load of 17-27 on 2 cores. The margin, as TestFaults'
+	// leader SIGKILL has, is for a machine more loaded still.
+	require.Less(t, handover, bound+3*time.Second, "the handover after a SIGKILL, within LeaseDuration + RetryPeriod and a margin of 3s")
 	agreed = waitView(t, e, ns, "replica-0", "replica-3")
 	requireOnlyMoved(t, ownersSince(t, reps, ns, names, agreed), owners, "replica-2")
 
