@@ -44,6 +44,17 @@ type Connection struct {
 	// before any call has succeeded, fails the request with an error naming
 	// Connection.Token.
 	Token func(ctx context.Context) (string, error)
+
+	// Compression asks the API server to gzip what it compresses: a
+	// response over 128 KiB, and an informer's initial list when it comes
+	// as a watch (Kubernetes 1.37's WatchListCompression). Off by default,
+	// as kube-controller-manager and kube-scheduler have it
+	// (kubernetes/kubernetes#80919): on a cluster's own network gzip costs
+	// CPU at both ends and adds latency rather than saving any; it was
+	// about 5% of the converge benchmark's controller CPU at N=5000
+	// (bench/results). Turn it on for a controller that reaches its API
+	// server over a slow link.
+	Compression bool
 }
 
 // CheckServer checks a Connection's Server: it is host:port, the host is
@@ -159,7 +170,8 @@ func CheckTLS(c *tls.Config) error {
 // The transport it builds, which every client-go client made from Config()
 // shares, has TLS from a clone of c.TLS, no proxy, HTTP/2 health-check
 // pings, the bearer token from c.Token, otelhttp with s.Telemetry's
-// providers and propagator, and no client-side rate limit.
+// providers and propagator, no client-side rate limit, and gzip only with
+// c.Compression.
 //
 // It returns one error naming every mistake: a nil s, a nil s.Host.Dial, and
 // what CheckServer and CheckTLS report.

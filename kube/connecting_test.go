@@ -47,6 +47,7 @@ type arrivedRequest struct {
 	Method, Path, RawQuery string
 	Authorization          string
 	Traceparent            string
+	AcceptEncoding         string
 	ServerName             string
 	ProtoMajor             int
 }
@@ -66,9 +67,10 @@ func newFakeAPIServer(t testing.TB) *fakeAPIServer {
 func (s *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 	a := arrivedRequest{
 		Method: r.Method, Path: r.URL.Path, RawQuery: r.URL.RawQuery,
-		Authorization: r.Header.Get("Authorization"),
-		Traceparent:   r.Header.Get("Traceparent"),
-		ProtoMajor:    r.ProtoMajor,
+		Authorization:  r.Header.Get("Authorization"),
+		Traceparent:    r.Header.Get("Traceparent"),
+		AcceptEncoding: r.Header.Get("Accept-Encoding"),
+		ProtoMajor:     r.ProtoMajor,
 	}
 	if r.TLS != nil {
 		a.ServerName = r.TLS.ServerName
@@ -654,6 +656,35 @@ func TestNilTelemetryRecordsNothingAndNeedsNoGlobals(t *testing.T) {
 	_, err = kc.CoreV1().Namespaces().List(t.Context(), metav1.ListOptions{})
 	require.NoError(t, err)
 	require.Empty(t, srv.arrived()[0].Traceparent, "no propagator, no header")
+	require.Equal(t, "Bearer t", srv.arrived()[0].Authorization)
+	require.IsType(t, &bearer{}, client.transport.RoundTripper, "nothing to record with: no otelhttp")
+}
+
+func TestAClientAsksForGzipOnlyWithCompression(t *testing.T) {
+	for _, compression := range []bool{false, true} {
+		f := newClientFixture(t, Connection{Compression: compression})
+		require.NoError(t, f.list(t))
+		want := ""
+		if compression {
+			want = "gzip"
+		}
+		require.Equal(t, want, f.server.arrived()[0].AcceptEncoding, "Compression %v", compression)
+		require.Equal(t, 2, f.server.arrived()[0].ProtoMajor)
+	}
+}
+
+func TestATransportWithAnyProviderOrPropagatorHasOtelhttp(t *testing.T) {
+	tel := humustest.NewTelemetry(t).Telemetry
+	for name, telemetry := range map[string]humus.Telemetry{
+		"tracer":     {TracerProvider: tel.TracerProvider},
+		"meter":      {MeterProvider: tel.MeterProvider},
+		"propagator": {Propagator: tel.Propagator},
+	} {
+		client, err := NewClient(&humus.Setup{Host: humus.Host{Dial: (&net.Dialer{}).DialContext}, Telemetry: telemetry},
+			Connection{Server: "example.com:443", TLS: &tls.Config{}})
+		require.NoError(t, err, name)
+		require.IsType(t, &otelhttp.Transport{}, client.transport.RoundTripper, name)
+	}
 }
 
 // BenchmarkTransportRoundTrip measures one GET through the Client's whole
@@ -672,6 +703,32 @@ func BenchmarkTransportRoundTrip(b *testing.B) {
 		_, _ = io.Copy(io.Discard, resp.Body)
 		resp.Body.Close()
 	}
+}
+
+// BenchmarkTransportRoundTripWithoutTelemetry is BenchmarkTransportRoundTrip
+// with a Setup that has no Telemetry: no provider and no propagator, as the
+// converge benchmark's kube peer runs.
+func BenchmarkTransportRoundTripWithoutTelemetry(b *testing.B) {
+	srv := newFakeAPIServer(b)
+	d := &recordingDialer{to: srv.Listener.Addr().String()}
+	client, err := NewClient(&humus.Setup{Host: humus.Host{Dial: d.Dial}}, Connection{
+		Server: "example.com:443", TLS: &tls.Config{RootCAs: srv.roots}, Token: newCountingToken("t").Token,
+	})
+	require.NoError(b, err)
+	b.Cleanup(client.transport.CloseIdleConnections)
+	req, err := http.NewRequest(http.MethodGet, "https://example.com:443/api/v1/namespaces", nil)
+	require.NoError(b, err)
+	b.ReportAllocs()
+	cpu := processCPU()
+	for b.Loop() {
+		resp, err := client.transport.RoundTrip(req)
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "CPU-ns/op")
 }
 
 // BenchmarkClientsetList measures one typed List through a clientset made
