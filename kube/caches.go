@@ -164,8 +164,13 @@ func (cs *caches) stop() {
 // its resource has been unserved (a list or watch answered NotFound, as
 // for a deleted CRD). client-go's reflector retries a refused watch
 // without telling its watch error handler, so the health is read from the
-// calls themselves: newInformer records each list and watch start in its
-// informer's watchHealth.
+// calls themselves: newInformer records each list, each watch start and
+// each watch stop in its informer's watchHealth. Only a watch started
+// opens it: a list that succeeds says the resource is served, but the
+// informer sees no change until its watch starts, and the watch after a
+// list can still be refused (after an API server's restart, one whose
+// watch cache is behind the list answers "Too large resource version"),
+// leaving the informer in backoff with the list's cache.
 type watchHealth struct {
 	name    string
 	timeout time.Duration
@@ -185,9 +190,9 @@ func newWatchHealth(name string, timeout time.Duration, onUnserved func(error)) 
 	return &watchHealth{name: name, timeout: timeout, onUnserved: onUnserved, changed: make(chan struct{})}
 }
 
-// called records the outcome of a list or a watch start. A nil h records
-// nothing.
-func (h *watchHealth) called(ctx context.Context, err error) {
+// called records the outcome of a list or, if watch, a watch start. A nil
+// h records nothing.
+func (h *watchHealth) called(ctx context.Context, err error, watch bool) {
 	if h == nil {
 		return
 	}
@@ -201,7 +206,9 @@ func (h *watchHealth) called(ctx context.Context, err error) {
 			h.unserved.Stop()
 			h.unserved = nil
 		}
-		h.set(true)
+		if watch {
+			h.set(true)
+		}
 		return
 	}
 	if h.up || h.brokenSince.IsZero() {
@@ -218,6 +225,23 @@ func (h *watchHealth) called(ctx context.Context, err error) {
 			}
 		})
 	}
+}
+
+// closed records that the informer's watch was stopped: unless the
+// informer itself is stopping (ctx ended), it has no watch until its next
+// list or watch succeeds, which client-go's reflector may start only after
+// its backoff. A nil h records nothing.
+func (h *watchHealth) closed(ctx context.Context) {
+	if h == nil {
+		return
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.stopped || ctx.Err() != nil || !h.up {
+		return
+	}
+	h.brokenSince = time.Now()
+	h.set(false)
 }
 
 func (h *watchHealth) set(up bool) {

@@ -47,24 +47,28 @@ func newMetadataInformer(client metadata.Interface, h *watchHealth, gvr schema.G
 // where client supports them (cache.ToListWatcherWithWatchListSemantics),
 // and detached watches, which caches each object as transform returns it.
 // The outcome of each list and each watch's start is recorded in h
-// (watchHealth.called), unless h is nil.
+// (watchHealth.called), and so is each watch's stop (watchHealth.closed),
+// unless h is nil.
 func newInformer[L runtime.Object](client any, h *watchHealth, list func(context.Context, metav1.ListOptions) (L, error), start func(context.Context, metav1.ListOptions) (watch.Interface, error), selector string, obj runtime.Object, transform cache.TransformFunc, opts cache.SharedIndexInformerOptions) (cache.SharedIndexInformer, error) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.LabelSelector = selector
 			l, err := list(ctx, o)
-			h.called(ctx, err)
+			h.called(ctx, err, false)
 			if err != nil {
 				return nil, err
 			}
 			return l, nil
 		},
-		WatchFuncWithContext: detachedWatch(func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.LabelSelector = selector
-			w, err := start(ctx, o)
-			h.called(ctx, err)
-			return w, err
-		}),
+			w, err := detachedWatch(start)(ctx, o)
+			h.called(ctx, err, true)
+			if err != nil || w == nil || h == nil {
+				return w, err
+			}
+			return &stopRecords{Interface: w, stop: func() { h.closed(ctx) }}, nil
+		},
 	}
 	// An informer made with nil Indexers panics in AddIndexers, which
 	// Watches' References call: its store assigns to the nil map
@@ -116,4 +120,18 @@ type stopCancels struct {
 func (w *stopCancels) Stop() {
 	w.Interface.Stop()
 	w.cancel()
+}
+
+// stopRecords is a watch whose Stop runs stop too. client-go's reflector
+// stops every watch it is done with, a broken one included (tools/cache,
+// handleWatch), and may then wait out its backoff before the next list or
+// watch: from the Stop until then, the informer has no watch.
+type stopRecords struct {
+	watch.Interface
+	stop func()
+}
+
+func (w *stopRecords) Stop() {
+	w.Interface.Stop()
+	w.stop()
 }

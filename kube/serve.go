@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"golang.org/x/time/rate"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -169,6 +170,7 @@ func (w *workers) run(ctx, workCtx context.Context, l *lease, unserved <-chan er
 	// writes: it works only once its caches have caught up.
 	caughtUp, cancel := context.WithCancel(ctx)
 	defer context.AfterFunc(l.ctx, cancel)()
+	took := time.Now()
 	err := w.c.catchUp(caughtUp, w.caches)
 	cancel()
 	if err != nil {
@@ -177,6 +179,7 @@ func (w *workers) run(ctx, workCtx context.Context, l *lease, unserved <-chan er
 		}
 		return fmt.Errorf("kube: controller %s took the Lease: %w", w.c.settings.Name, err)
 	}
+	w.c.tel.log.InfoContext(ctx, "took the lease; the caches caught up", "controller", w.c.settings.Name, "after", time.Since(took).Round(time.Millisecond).String())
 	lister := w.caches.resource.GetIndexer()
 	for range w.c.settings.Workers {
 		w.wg.Go(func() { w.c.worker(workCtx, w.caches.queue, lister, w.stopping) })

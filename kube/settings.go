@@ -82,7 +82,12 @@ type Settings struct {
 	// Lease waits for its caches to catch up with the API server (every
 	// informer's watch open) before its workers start. Past it, Serve
 	// releases the Lease and returns an error naming the caches behind.
-	// Positive, default 30s.
+	// Positive, default 2m: client-go's reflector retries a broken list
+	// or watch after a backoff that grows to between 30s and 60s (a 30s
+	// cap, jittered up to twice), so after an outage of more than about
+	// 15s a healthy replica's caches may open their watches a minute
+	// after the API server returns, and a retry that meets the API server
+	// still starting waits once more.
 	CatchUpTimeout time.Duration
 
 	LeaderElection LeaderElection
@@ -104,8 +109,8 @@ type Settings struct {
 }
 
 // DefaultSettings returns the default Settings: every namespace,
-// 1 worker, a 10h resync, retries from 5ms to 1000s, a watch timeout and
-// a catch-up timeout of 30s, and a Lease of 15s
+// 1 worker, a 10h resync, retries from 5ms to 1000s, a watch timeout of
+// 30s, a catch-up timeout of 2m, and a Lease of 15s
 // renewed within 10s, tried every 2s. Name, LeaderElection.Namespace and
 // LeaderElection.Identity are left empty, for the caller to set.
 func DefaultSettings() Settings {
@@ -115,7 +120,7 @@ func DefaultSettings() Settings {
 		RetryBaseDelay: 5 * time.Millisecond,
 		RetryMaxDelay:  1000 * time.Second,
 		WatchTimeout:   30 * time.Second,
-		CatchUpTimeout: 30 * time.Second,
+		CatchUpTimeout: 2 * time.Minute,
 		LeaderElection: LeaderElection{
 			LeaseDuration: 15 * time.Second,
 			RenewDeadline: 10 * time.Second,

@@ -23,7 +23,7 @@ func TestDefaultSettingsAreTheSpecsTable(t *testing.T) {
 		RetryBaseDelay: 5 * time.Millisecond,
 		RetryMaxDelay:  1000 * time.Second,
 		WatchTimeout:   30 * time.Second,
-		CatchUpTimeout: 30 * time.Second,
+		CatchUpTimeout: 2 * time.Minute,
 		LeaderElection: LeaderElection{
 			LeaseDuration: 15 * time.Second,
 			RenewDeadline: 10 * time.Second,
