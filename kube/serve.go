@@ -105,15 +105,36 @@ func (c *Controller) lead(ctx, workCtx context.Context, caches *caches, unserved
 	w := &workers{c: c, caches: caches, stopping: make(chan struct{})}
 	err = w.run(ctx, context.WithValue(workCtx, leaseKey{}, l), l, unserved)
 
-	w.stop()
-	election.stop()
-	caches.stop()
+	c.stopTimed(ctx, w.stop, election.stop, caches.stop)
 
 	if cause := l.lostCause(); cause != nil {
 		c.tel.log.WarnContext(ctx, "lost the lease", "controller", c.settings.Name, "cause", cause.Error())
 		return ErrLostLeadership
 	}
 	return err
+}
+
+// slowStop is how long stopping the workers, the elector and the caches
+// may take before stopTimed logs what each took.
+const slowStop = 2 * time.Second
+
+// stopTimed stops the workers, then the elector, then the caches, and logs
+// a warning with what each took if they took longer than slowStop in all:
+// none waits on the API server for long, so a slow stop is worth a look.
+func (c *Controller) stopTimed(ctx context.Context, workers, election, caches func()) {
+	start := time.Now()
+	var took [3]time.Duration
+	for i, stop := range []func(){workers, election, caches} {
+		t := time.Now()
+		stop()
+		took[i] = time.Since(t)
+	}
+	if time.Since(start) > slowStop {
+		c.tel.log.WarnContext(ctx, "slow stop", "controller", c.settings.Name,
+			"workers", took[0].Round(time.Millisecond).String(),
+			"election", took[1].Round(time.Millisecond).String(),
+			"caches", took[2].Round(time.Millisecond).String())
+	}
 }
 
 // election is client-go's LeaderElector running on a lease.
