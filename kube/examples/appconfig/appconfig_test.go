@@ -223,15 +223,14 @@ func TestBuildTelemetryWithoutAnEndpointExportsNoTracesAndServesMetrics(t *testi
 	counter.Add(t.Context(), 3)
 
 	rec := httptest.NewRecorder()
-	appconfig.Metrics(tel).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, appconfig.MetricsPath, nil))
+	appconfig.MetricsHandler(tel).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, appconfig.MetricsPath, nil))
 	require.Equal(t, http.StatusOK, rec.Code)
 	require.Contains(t, rec.Body.String(), "test_widgets_total")
-	require.Equal(t, appconfig.MetricsPath, appconfig.Metrics(tel).Path())
 	require.NoError(t, tel.Shutdown(t.Context()))
 
 	// Another Telemetry, such as a test's, has no registry to serve.
 	rec = httptest.NewRecorder()
-	appconfig.Metrics(humus.Telemetry{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, appconfig.MetricsPath, nil))
+	appconfig.MetricsHandler(humus.Telemetry{}).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, appconfig.MetricsPath, nil))
 	require.Equal(t, http.StatusNotFound, rec.Code)
 }
 

@@ -21,6 +21,10 @@ type Config struct {
 	// /readyz, healthy once the Controller's caches have synced, and
 	// /livez.
 	ProbesAddr string
+
+	// Metrics is where and how the metrics are served: see ServeMetrics.
+	// Its zero value serves none.
+	Metrics MetricsConfig
 }
 
 // The environment variables Read reads. None but POD_NAMESPACE and POD_NAME
@@ -52,13 +56,17 @@ const DefaultProbesAddr = ":8081"
 // Namespace and Identity from POD_NAMESPACE and POD_NAME, and the optional
 // variables above. The Connection comes from the kubeconfig KUBECONFIG
 // names (see FromKubeconfig), or, when KUBECONFIG is unset, from the pod
-// (see InPod). It returns one error naming every variable that is missing
-// or malformed, or the error of reading the Connection.
+// (see InPod). The Metrics are METRICS_ADDR, METRICS_SECURE and
+// METRICS_CERT_DIR's (see MetricsConfig). It returns one error naming every
+// variable that is missing or malformed, then one naming every mistake in
+// the metrics' variables, or the error of reading the Connection.
 func Read(ctx context.Context, s *humus.Setup, name string) (Config, error) {
 	env := func(key string) config.Source { return config.Env(s.Host, key) }
 	type values struct {
 		kubeconfig, kubeContext, host, port string
 		cfg                                 Config
+		metricsAddr, metricsCertDir         string
+		metricsSecure                       bool
 	}
 	v, err := config.Struct(func(r *config.Resolver) values {
 		var v values
@@ -80,9 +88,15 @@ func Read(ctx context.Context, s *humus.Setup, name string) (Config, error) {
 		st.WatchTimeout = r.DurationOr(env(EnvWatchTimeout), st.WatchTimeout)
 		st.Sharding.Enabled = r.BoolOr(env(EnvSharding), st.Sharding.Enabled)
 		v.cfg = Config{Settings: st, ProbesAddr: r.GetOr(env(EnvProbesAddr), DefaultProbesAddr)}
+		v.metricsAddr = r.GetOr(env(EnvMetricsAddr), "")
+		v.metricsSecure = r.BoolOr(env(EnvMetricsSecure), true)
+		v.metricsCertDir = r.GetOr(env(EnvMetricsCertDir), "")
 		return v
 	}).Read(ctx)
 	if err != nil {
+		return Config{}, err
+	}
+	if v.cfg.Metrics, err = readMetrics(v.metricsAddr, v.metricsCertDir, v.metricsSecure); err != nil {
 		return Config{}, err
 	}
 	if v.kubeconfig != "" {

@@ -27,7 +27,6 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/config"
-	"github.com/z5labs/humus/health"
 )
 
 // The environment variables BuildTelemetry reads, with the Host's
@@ -57,7 +56,7 @@ const (
 	EnvLogFormat = "LOG_FORMAT"
 )
 
-// MetricsPath is where Metrics is served, on the probes' listener.
+// MetricsPath is where ServeMetrics serves the metrics.
 const MetricsPath = "/metrics"
 
 // BuildTelemetry is an example App's telemetry, for humus.WithTelemetry.
@@ -65,7 +64,7 @@ const MetricsPath = "/metrics"
 //
 //   - Metrics: always, into a Prometheus registry of its own (never
 //     Prometheus' global one), through OpenTelemetry's Prometheus
-//     exporter. Init serves them with Metrics, beside its probes.
+//     exporter. Init serves them with ServeMetrics.
 //   - Traces: over OTLP/HTTP when an endpoint is set, batched, with the
 //     W3C trace context propagated to the API server. Otherwise none.
 //   - Logs: every record of severity INFO or above to h.Stderr, as JSON or
@@ -178,23 +177,10 @@ func BuildTelemetry(ctx context.Context, h humus.Host) (humus.Telemetry, error) 
 
 // meterProvider is the MeterProvider BuildTelemetry returns: the SDK's,
 // carrying the handler of the Prometheus registry it exports to, which
-// Metrics finds in the Setup Init is handed.
+// MetricsHandler finds in the Setup Init is handed.
 type meterProvider struct {
 	*sdkmetric.MeterProvider
 	metrics http.Handler
-}
-
-// Metrics returns the probe that serves t's metrics in Prometheus' text
-// format at MetricsPath, for health.NewProbes, when t is what
-// BuildTelemetry built; for any other Telemetry, such as a test's, the
-// path answers 404 with a line saying why.
-func Metrics(t humus.Telemetry) health.Probe {
-	if mp, ok := t.MeterProvider.(meterProvider); ok {
-		return health.Handler(MetricsPath, mp.metrics)
-	}
-	return health.Handler(MetricsPath, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		http.Error(w, "no Prometheus exporter: the App's telemetry isn't appconfig.BuildTelemetry's", http.StatusNotFound)
-	}))
 }
 
 // signalURL is the URL one signal is exported to: its own variable's value

@@ -37,12 +37,13 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 }
 
 // New returns the Init of a default-deny App that runs with cfg. The Init
-// builds the Client and a clientset on cfg.Connection, and returns two
+// builds the Client and a clientset on cfg.Connection, and returns its
 // Services: the Controller of Namespaces, reconciled by DefaultDeny, that
-// owns networkpolicies; and the probes Service on cfg.ProbesAddr serving
-// health.Readiness(ctrl.Synced()) and the metrics at /metrics
-// (appconfig.Metrics). It returns the errors NewClient and
-// NewKindController return.
+// owns networkpolicies; the probes Service on cfg.ProbesAddr serving
+// health.Readiness(ctrl.Synced()); and, when cfg.Metrics.Addr is set, the
+// metrics Service of appconfig.ServeMetrics, over TLS to the callers the
+// API server authorizes. It returns the errors NewClient,
+// NewKindController and ServeMetrics return.
 func New(cfg Config) humus.Init {
 	return func(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 		client, err := kube.NewClient(s, cfg.Connection)
@@ -62,16 +63,21 @@ func New(cfg Config) humus.Init {
 		if cfg.ProbesAddr == "" {
 			return nil, errors.New("the probes' address is empty")
 		}
-		// The metrics share the probes' listener: one port for the
-		// kubelet and for Prometheus.
-		probes := health.NewProbes(s, cfg.ProbesAddr, health.Readiness(ctrl.Synced()), appconfig.Metrics(s.Telemetry))
-		return []humus.Service{ctrl, probes}, nil
+		probes := health.NewProbes(s, cfg.ProbesAddr, health.Readiness(ctrl.Synced()))
+		metrics, err := appconfig.ServeMetrics(s, client, cfg.Metrics)
+		if err != nil {
+			return nil, err
+		}
+		if metrics == nil {
+			return []humus.Service{ctrl, probes}, nil
+		}
+		return []humus.Service{ctrl, probes, metrics}, nil
 	}
 }
 
 // BuildTelemetry is the App's telemetry, for humus.WithTelemetry, as
-// appconfig.BuildTelemetry builds it: metrics in Prometheus' text format on
-// /metrics beside the probes, traces and logs over OTLP/HTTP when
+// appconfig.BuildTelemetry builds it: metrics in Prometheus' text format,
+// served by appconfig.ServeMetrics, traces and logs over OTLP/HTTP when
 // OTEL_EXPORTER_OTLP_ENDPOINT is set, and every log record of INFO and
 // above on the Host's Stderr, as JSON or, with LOG_FORMAT=console, as
 // readable lines.

@@ -111,8 +111,12 @@ func TestMemcachedApp(t *testing.T) {
 		testBinaryStderr(t, e)
 	})
 
-	t.Run("ExportsMetricsOnItsProbesListenerAndTracesOverOTLP", func(t *testing.T) {
+	t.Run("ExportsMetricsOnLoopbackAndTracesOverOTLP", func(t *testing.T) {
 		testExportsMetricsAndTraces(t, e)
+	})
+
+	t.Run("MetricsOverTLSLetInOnlyWhomTheAPIServerAuthorizes", func(t *testing.T) {
+		testMetricsAuth(t, e)
 	})
 
 	t.Run("InitWithoutItsEnvironmentNamesEveryMissingVariable", func(t *testing.T) {

@@ -45,22 +45,25 @@ var (
 
 // testExportsMetricsAndTraces runs the App with its own BuildTelemetry, as
 // cmd/memcached does, with OTEL_EXPORTER_OTLP_ENDPOINT naming a receiver of
-// the test's own: its /metrics, beside the probes, parse with Prometheus'
-// own parser and hold the six instruments and otelhttp's, and the receiver
+// the test's own: its /metrics, served over plain HTTP on loopback as a
+// local run serves them (METRICS_SECURE=false), parse with Prometheus' own
+// parser and hold the six instruments and otelhttp's, and the receiver
 // gets reconcile Memcached root spans whose children are its API requests.
 func testExportsMetricsAndTraces(t *testing.T, e apptest.Env) {
 	ns := e.Namespace(t, "telemetry")
 	recv := newOTLPReceiver(t)
-	probes := apptest.FreeAddr(t)
+	probes, metrics := apptest.FreeAddr(t), apptest.FreeAddr(t)
 	host := humus.OSHost()
 	host.LookupEnv = apptest.LookupEnv(map[string]string{
-		appconfig.EnvKubeconfig:   abs(t, e.Cluster.Kubeconfig),
-		appconfig.EnvPodNamespace: ns,
-		appconfig.EnvPodName:      "laptop",
-		appconfig.EnvWatchNS:      ns,
-		appconfig.EnvProbesAddr:   probes,
-		appconfig.EnvOTLPEndpoint: recv.URL,
-		appconfig.EnvServiceName:  "memcached-controller",
+		appconfig.EnvKubeconfig:    abs(t, e.Cluster.Kubeconfig),
+		appconfig.EnvPodNamespace:  ns,
+		appconfig.EnvPodName:       "laptop",
+		appconfig.EnvWatchNS:       ns,
+		appconfig.EnvProbesAddr:    probes,
+		appconfig.EnvMetricsAddr:   metrics,
+		appconfig.EnvMetricsSecure: "false",
+		appconfig.EnvOTLPEndpoint:  recv.URL,
+		appconfig.EnvServiceName:   "memcached-controller",
 	})
 	a := apptest.Start(t, app.Init, host, humus.WithTelemetry(app.BuildTelemetry))
 	apptest.Ready(t, probes)
@@ -68,13 +71,21 @@ func testExportsMetricsAndTraces(t *testing.T, e apptest.Env) {
 	createMemcached(t, memcacheds, "cache", 1)
 	waitReconciled(t, memcacheds, "cache")
 
-	t.Run("MetricsAreServedBesideTheProbesInPrometheusTextFormat", func(t *testing.T) {
+	t.Run("MetricsAreServedOnLoopbackInPrometheusTextFormat", func(t *testing.T) {
+		// Not on the probes' listener, which a pod serves to anyone.
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, "http://"+probes+appconfig.MetricsPath, nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusNotFound, resp.StatusCode)
+
 		// The two unfinished-duration gauges are first set by the work
 		// queue's own update loop, every 500ms after the queue starts, so
 		// a scrape is awaited until it holds every family.
 		var families map[string]*dto.MetricFamily
 		apptest.Eventually(t, 10*time.Second, "every controller metric on /metrics", func(ctx context.Context) (bool, error) {
-			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+probes+appconfig.MetricsPath, nil)
+			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metrics+appconfig.MetricsPath, nil)
 			if err != nil {
 				return false, err
 			}

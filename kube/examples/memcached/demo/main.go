@@ -105,7 +105,8 @@ type demo struct {
 	kube    kubernetes.Interface
 	dynamic dynamic.Interface
 	logs    *logPrinter
-	probes  string // the App's probes' and metrics' address
+	probes  string // the App's probes' address
+	metrics string // the App's metrics' address, plain HTTP on loopback
 
 	step int
 }
@@ -435,14 +436,22 @@ func (d *demo) startApp(ctx context.Context, kubeconfig string) (*runningApp, er
 		return nil, err
 	}
 	d.probes = probes
-	env := map[string]string{
-		appconfig.EnvKubeconfig:   path,
-		appconfig.EnvPodNamespace: d.namespace,
-		appconfig.EnvPodName:      "demo-0",
-		appconfig.EnvWatchNS:      d.namespace,
-		appconfig.EnvProbesAddr:   probes,
+	if d.metrics, err = freeAddr(); err != nil {
+		return nil, err
 	}
-	for _, k := range []string{appconfig.EnvKubeconfig, appconfig.EnvPodNamespace, appconfig.EnvPodName, appconfig.EnvWatchNS, appconfig.EnvProbesAddr} {
+	// A local run's metrics: plain HTTP, which only a loopback address
+	// may serve. In a pod, they are served over TLS to whom the API server
+	// authorizes (the deploy files).
+	env := map[string]string{
+		appconfig.EnvKubeconfig:    path,
+		appconfig.EnvPodNamespace:  d.namespace,
+		appconfig.EnvPodName:       "demo-0",
+		appconfig.EnvWatchNS:       d.namespace,
+		appconfig.EnvProbesAddr:    probes,
+		appconfig.EnvMetricsAddr:   d.metrics,
+		appconfig.EnvMetricsSecure: "false",
+	}
+	for _, k := range []string{appconfig.EnvKubeconfig, appconfig.EnvPodNamespace, appconfig.EnvPodName, appconfig.EnvWatchNS, appconfig.EnvProbesAddr, appconfig.EnvMetricsAddr, appconfig.EnvMetricsSecure} {
 		d.say("%s=%s", k, env[k])
 	}
 	host := humus.OSHost()
@@ -641,11 +650,12 @@ func (d *demo) deleteMemcached(ctx context.Context, memcacheds dynamic.ResourceI
 }
 
 // showMetrics shows the controller's own figures, as an operator reads
-// them from Prometheus: scraped from the App's /metrics, beside its probes.
+// them from Prometheus: scraped from the App's /metrics, served over plain
+// HTTP on loopback in this local run.
 func (d *demo) showMetrics(ctx context.Context) error {
-	url := "http://" + d.probes + appconfig.MetricsPath
+	url := "http://" + d.metrics + appconfig.MetricsPath
 	d.title("The controller's own figures, from its /metrics")
-	d.say("GET %s (what Prometheus scrapes, by the deploy files' annotations)", url)
+	d.say("GET %s (what Prometheus scrapes, by the deploy files' annotations, over TLS with its token in a pod)", url)
 	families, err := scrape(ctx, url)
 	if err != nil {
 		return fmt.Errorf("scraping the App's metrics: %w", err)

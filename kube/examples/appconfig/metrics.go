@@ -1,0 +1,237 @@
+package appconfig
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"io/fs"
+	"net"
+	"net/http"
+	"net/netip"
+	"path"
+	"strings"
+	"sync"
+	"time"
+
+	certutil "k8s.io/client-go/util/cert"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/health"
+	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/delegatedauth"
+)
+
+// MetricsConfig is where and how an App serves its metrics: see
+// ServeMetrics. Read fills it from METRICS_ADDR, METRICS_SECURE and
+// METRICS_CERT_DIR.
+type MetricsConfig struct {
+	// Addr is the address the metrics are served on, host:port; "", the
+	// default, serves none, as kubebuilder's --metrics-bind-address=0
+	// does. The deploy files set ":8443".
+	Addr string
+
+	// Insecure serves the metrics over plain HTTP to anyone, for a local
+	// run; Addr must then be a loopback address, such as 127.0.0.1:8080.
+	// false, the default, serves them over TLS, only to the callers the API
+	// server authenticates and authorizes (package delegatedauth).
+	Insecure bool
+
+	// CertDir is the directory, a name in the Host's FS (no leading
+	// slash), holding the serving certificate tls.crt and its key tls.key,
+	// as a kubernetes.io/tls Secret mounted as a volume holds them (such as
+	// cert-manager's). "", the default, serves a self-signed certificate
+	// generated at start, as controller-runtime does.
+	CertDir string
+}
+
+// The environment variables of MetricsConfig, read by Read.
+const (
+	EnvMetricsAddr    = "METRICS_ADDR"     // MetricsConfig.Addr; default "", no metrics served
+	EnvMetricsSecure  = "METRICS_SECURE"   // a bool; false sets MetricsConfig.Insecure; default true
+	EnvMetricsCertDir = "METRICS_CERT_DIR" // an absolute path; MetricsConfig.CertDir; default "", self-signed
+)
+
+// The files of a MetricsConfig.CertDir: a kubernetes.io/tls Secret's keys.
+const (
+	CertFile = "tls.crt"
+	KeyFile  = "tls.key"
+)
+
+// certReload is how often, at most, a CertDir's files are read again, so
+// that a certificate cert-manager renews (and the kubelet updates in the
+// mounted Secret) is served without a restart.
+const certReload = time.Minute
+
+// readMetrics returns the MetricsConfig of the variables' values, checked.
+func readMetrics(addr, dir string, secure bool) (MetricsConfig, error) {
+	m := MetricsConfig{Addr: addr, Insecure: !secure}
+	var errs []error
+	if dir != "" {
+		if !path.IsAbs(dir) {
+			errs = append(errs, fmt.Errorf("%s is %q: it is an absolute path, such as /tmp/k8s-metrics-server/metrics-certs", EnvMetricsCertDir, dir))
+		}
+		m.CertDir = strings.TrimPrefix(path.Clean(dir), "/")
+	}
+	return m, errors.Join(append(errs, m.check())...)
+}
+
+// check returns an error naming every mistake in m.
+func (m MetricsConfig) check() error {
+	var errs []error
+	if m.Insecure && m.CertDir != "" {
+		errs = append(errs, fmt.Errorf("%s is false, so %s is unused: unset one of them", EnvMetricsSecure, EnvMetricsCertDir))
+	}
+	if m.Addr == "" {
+		return errors.Join(errs...)
+	}
+	host, _, err := net.SplitHostPort(m.Addr)
+	switch {
+	case err != nil:
+		errs = append(errs, fmt.Errorf("%s is %q: it is host:port, such as :8443: %w", EnvMetricsAddr, m.Addr, err))
+	case m.Insecure && !isLoopback(host):
+		errs = append(errs, fmt.Errorf("%s is false, so %s %q must be a loopback address, such as 127.0.0.1:8080: plain HTTP lets anyone in, which is for local runs only", EnvMetricsSecure, EnvMetricsAddr, m.Addr))
+	}
+	return errors.Join(errs...)
+}
+
+// isLoopback reports whether host is localhost or a loopback IP address;
+// "" (every interface) isn't.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	return err == nil && ip.IsLoopback()
+}
+
+// ServeMetrics returns the Service that serves s.Telemetry's metrics (as
+// MetricsHandler does) at MetricsPath on m.Addr, listening through s.Host, or nil when
+// m.Addr is "":
+//
+//   - by default over TLS, HTTP/1.1 only (HTTP/2 is off, as kubebuilder
+//     turns it off against its rapid-reset attacks, CVE-2023-44487), TLS
+//     1.2 or later, and only to the callers the API server authenticates
+//     and authorizes for get on the non-resource URL /metrics, through c
+//     (delegatedauth.Handler): no token is 401, a token without that
+//     permission 403. c's credentials must allow creating tokenreviews and
+//     subjectaccessreviews (see the deploy files' rbac.yaml). The
+//     certificate is m.CertDir's, read through s.Host.FS at start and at
+//     most once a minute after; when m.CertDir is "", it is a self-signed
+//     one for localhost generated at start (client-go's
+//     cert.GenerateSelfSignedCertKey), so a scraper must skip verifying it,
+//     as Prometheus does with insecure_skip_verify.
+//   - with m.Insecure, over plain HTTP to anyone, for a local run: m.Addr
+//     must then be on loopback.
+//
+// It returns an error naming every mistake in m, an error reading or
+// parsing m.CertDir's files, and delegatedauth.Handler's errors. Every
+// other path is 404.
+func ServeMetrics(s *humus.Setup, c *kube.Client, m MetricsConfig) (humus.Service, error) {
+	if m.Addr == "" {
+		return nil, nil
+	}
+	if err := m.check(); err != nil {
+		return nil, err
+	}
+	if s == nil {
+		return nil, errors.New("appconfig: ServeMetrics was given a nil Setup")
+	}
+	h := MetricsHandler(s.Telemetry)
+	if m.Insecure {
+		return health.NewProbes(s, m.Addr, health.Handler(MetricsPath, h)), nil
+	}
+	h, err := delegatedauth.Handler(s, c, h)
+	if err != nil {
+		return nil, err
+	}
+	getCert, err := certificate(s.Host.FS, m.CertDir, time.Now)
+	if err != nil {
+		return nil, err
+	}
+	tlsConfig := &tls.Config{
+		MinVersion:     tls.VersionTLS12,
+		NextProtos:     []string{"http/1.1"},
+		GetCertificate: getCert,
+	}
+	host := s.Host
+	listen := host.Listen
+	if listen == nil {
+		return nil, errors.New("appconfig: ServeMetrics: s.Host.Listen is nil")
+	}
+	host.Listen = func(ctx context.Context, network, addr string) (net.Listener, error) {
+		ln, err := listen(ctx, network, addr)
+		if err != nil {
+			return nil, fmt.Errorf("the metrics' listener: %w", err)
+		}
+		return tls.NewListener(ln, tlsConfig), nil
+	}
+	return health.NewProbes(&humus.Setup{Host: host, Telemetry: s.Telemetry}, m.Addr, health.Handler(MetricsPath, h)), nil
+}
+
+// certificate returns a tls.Config's GetCertificate: dir's tls.crt and
+// tls.key, read through fsys now and again when a handshake finds them
+// read more than certReload ago (a failed reload keeps the last pair), or,
+// when dir is "", a self-signed pair for localhost.
+func certificate(fsys fs.FS, dir string, now func() time.Time) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
+	if dir == "" {
+		certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("localhost", nil, nil)
+		if err != nil {
+			return nil, fmt.Errorf("generating the metrics' self-signed certificate: %w", err)
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("the metrics' self-signed certificate: %w", err)
+		}
+		return func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }, nil
+	}
+	if fsys == nil {
+		return nil, fmt.Errorf("%s is set, but the Host has no FS to read it through", EnvMetricsCertDir)
+	}
+	load := func() (*tls.Certificate, error) {
+		certPEM, err := fs.ReadFile(fsys, path.Join(dir, CertFile))
+		if err != nil {
+			return nil, fmt.Errorf("reading the metrics' certificate: %w", err)
+		}
+		keyPEM, err := fs.ReadFile(fsys, path.Join(dir, KeyFile))
+		if err != nil {
+			return nil, fmt.Errorf("reading the metrics' certificate key: %w", err)
+		}
+		cert, err := tls.X509KeyPair(certPEM, keyPEM)
+		if err != nil {
+			return nil, fmt.Errorf("the metrics' certificate in /%s: %w", dir, err)
+		}
+		return &cert, nil
+	}
+	cert, err := load()
+	if err != nil {
+		return nil, err
+	}
+	var mu sync.Mutex
+	loaded := now()
+	return func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if now().Sub(loaded) >= certReload {
+			loaded = now()
+			if c, err := load(); err == nil {
+				cert = c
+			}
+		}
+		return cert, nil
+	}, nil
+}
+
+// MetricsHandler returns the handler of t's metrics in Prometheus' text
+// format when t is what BuildTelemetry built; for any other Telemetry, such
+// as a test's, it answers 404 with a line saying why. It lets anyone in:
+// ServeMetrics puts it behind the API server's authentication and
+// authorization.
+func MetricsHandler(t humus.Telemetry) http.Handler {
+	if mp, ok := t.MeterProvider.(meterProvider); ok {
+		return mp.metrics
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "no Prometheus exporter: the App's telemetry isn't appconfig.BuildTelemetry's", http.StatusNotFound)
+	})
+}
