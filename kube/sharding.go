@@ -14,6 +14,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
 	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
@@ -50,7 +51,11 @@ import (
 // a member that stops gracefully lets its reconciles in flight finish and
 // releases its Lease, whose keys move at once. A member whose Lease is
 // lost (unrenewed for RenewDeadline, deleted, or taken) stops all work
-// and Serve returns ErrLostLeadership, as a leader's does.
+// and Serve returns ErrLostLeadership, as a leader's does. Each replica
+// needs an identity of its own: a replica that finds its Lease held and
+// renewed by another process of its identity returns an error saying so
+// from Serve, and one whose Lease such a process took over stops as one
+// whose Lease is lost.
 //
 // The cost: every member caches every object and receives every event;
 // only the reconciling is shared. The RBAC a member needs on Leases is
@@ -72,11 +77,19 @@ const (
 	// identities of the members it saw live, sorted, joined by commas; ""
 	// before its first.
 	shardViewAnnotation = "humus.kube/shard-view"
+	// shardInstanceAnnotation tells the member's process from another
+	// with the same identity: a random UID each process draws as it
+	// joins.
+	shardInstanceAnnotation = "humus.kube/shard-instance"
 )
 
 // errLeaseDeleted is why a member stopped when its Lease was deleted by
 // someone else.
 var errLeaseDeleted = errors.New("kube: the member's Lease was deleted")
+
+// errSameIdentity is why a member stopped when another process of its
+// identity took its Lease over.
+var errSameIdentity = errors.New("kube: another replica with this member's LeaderElection.Identity renewed its Lease; give each replica an identity of its own, such as its pod's name")
 
 // CheckSharding returns one error naming every mistake in s that keeps
 // Sharding from working, or nil; with Sharding off, nil. A member's Lease
@@ -169,6 +182,7 @@ type peer struct {
 // knows of the others', and which keys it may reconcile.
 type member struct {
 	id        string
+	instance  string // this process's, on its Lease
 	name      string // Settings.Name, the Leases' label
 	leaseName string
 	ns        string
@@ -228,6 +242,7 @@ func (c *Controller) newMember(parent context.Context, cs *caches) (*member, err
 	le := c.settings.LeaderElection
 	m := &member{
 		id:        le.Identity,
+		instance:  string(uuid.NewUUID()),
 		name:      c.settings.Name,
 		leaseName: shardLeaseName(c.settings),
 		ns:        le.Namespace,
@@ -283,7 +298,9 @@ func (m *member) join(ctx context.Context, run func(func(context.Context))) erro
 // create creates the member's Lease, holding no view yet. If a Lease of
 // its name exists, left by an earlier process of the same identity, it
 // waits until that one has stayed unchanged for LeaseDuration (or was
-// released) before taking it over, as a leader waits out a Lease.
+// released) before taking it over, as a leader waits out a Lease; if it
+// sees it renewed meanwhile, another live process has this identity, and
+// it returns an error saying so (see waitOut).
 func (m *member) create(ctx context.Context) error {
 	now := metav1.NewMicroTime(time.Now())
 	l := &coordinationv1.Lease{
@@ -291,7 +308,7 @@ func (m *member) create(ctx context.Context) error {
 			Name:        m.leaseName,
 			Namespace:   m.ns,
 			Labels:      map[string]string{shardLabel: m.name},
-			Annotations: map[string]string{shardIdentityAnnotation: m.id, shardViewAnnotation: ""},
+			Annotations: map[string]string{shardIdentityAnnotation: m.id, shardViewAnnotation: "", shardInstanceAnnotation: m.instance},
 		},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity:       ptr.To(m.id),
@@ -332,7 +349,13 @@ func (m *member) create(ctx context.Context) error {
 }
 
 // waitOut returns the member's existing Lease once it is released or has
-// stayed unchanged for LeaseDuration, or nil once it is gone.
+// stayed unchanged for LeaseDuration, or nil once it is gone. A Lease
+// held and renewed while it waits is another live process's with the
+// same identity (only a member writes its own Lease; the others only
+// delete it once expired): two members with one identity would own the
+// same keys, so it returns an error naming the Lease and its holder
+// rather than wait for it. A process that crashed, or a pod restarted
+// under its old name, leaves its Lease unrenewed, and is waited out.
 func (m *member) waitOut(ctx context.Context) (*coordinationv1.Lease, error) {
 	var rv string
 	var since time.Time
@@ -347,7 +370,10 @@ func (m *member) waitOut(ctx context.Context) (*coordinationv1.Lease, error) {
 			}
 		case l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "":
 			return l, nil
-		case l.ResourceVersion != rv:
+		case rv != "" && l.ResourceVersion != rv:
+			return nil, fmt.Errorf("kube: the member's Lease %s/%s is held by %q and was renewed while this replica waited to take it over: another replica runs with the same LeaderElection.Identity; give each replica an identity of its own, such as its pod's name",
+				m.ns, m.leaseName, *l.Spec.HolderIdentity)
+		case rv == "":
 			rv, since = l.ResourceVersion, time.Now()
 		case time.Since(since) >= m.le.LeaseDuration:
 			return l, nil
@@ -602,12 +628,17 @@ func (m *member) write(ctx context.Context, v view) error {
 		m.lose(errLeaseDeleted)
 		return err
 	case apierrors.IsConflict(err):
+		// A renewal of its own, abandoned at its timeout, may have landed:
+		// the Lease is still its own while it holds this process's
+		// instance.
 		fresh, gerr := m.leases.Get(wctx, m.leaseName, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(gerr):
 			m.lose(errLeaseDeleted)
 		case gerr == nil && (fresh.Spec.HolderIdentity == nil || *fresh.Spec.HolderIdentity != m.id):
 			m.lose(errOtherHolder)
+		case gerr == nil && fresh.Annotations[shardInstanceAnnotation] != m.instance:
+			m.lose(errSameIdentity)
 		case gerr == nil:
 			m.mu.Lock()
 			m.own.ResourceVersion = fresh.ResourceVersion
@@ -774,7 +805,7 @@ func (m *member) leave(ctx context.Context) {
 			return
 		}
 		fresh, err := m.leases.Get(ctx, m.leaseName, metav1.GetOptions{})
-		if err != nil || fresh.Spec.HolderIdentity == nil || *fresh.Spec.HolderIdentity != m.id {
+		if err != nil || fresh.Spec.HolderIdentity == nil || *fresh.Spec.HolderIdentity != m.id || fresh.Annotations[shardInstanceAnnotation] != m.instance {
 			return
 		}
 		l.ResourceVersion = fresh.ResourceVersion

@@ -682,3 +682,114 @@ func TestAMemberPausedDuringAViewChangeNeverSharesAKey(t *testing.T) {
 		require.NoError(t, m3.stop(t))
 	})
 }
+
+// leaseVersions gives f's Leases the API server's optimistic concurrency,
+// which client-go's fake tracker lacks: every update gets a new
+// resourceVersion, and one that names another than the stored one fails
+// with a conflict.
+func leaseVersions(f *fakeCluster) {
+	var mu sync.Mutex
+	next := 0
+	gvr := coordinationv1.SchemeGroupVersion.WithResource("leases")
+	tracker := f.kube.Tracker()
+	f.kube.PrependReactor("update", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		l, ok := action.(clienttesting.UpdateAction).GetObject().(*coordinationv1.Lease)
+		if !ok {
+			return false, nil, nil
+		}
+		cur, err := tracker.Get(gvr, l.Namespace, l.Name)
+		if err != nil {
+			return false, nil, nil // the tracker's NotFound
+		}
+		if rv := cur.(*coordinationv1.Lease).ResourceVersion; l.ResourceVersion != rv {
+			return true, nil, apierrors.NewConflict(gvr.GroupResource(), l.Name, fmt.Errorf("resourceVersion %q, stored %q", l.ResourceVersion, rv))
+		}
+		next++
+		l = l.DeepCopy()
+		l.ResourceVersion = fmt.Sprintf("lease-%d", next)
+		return true, l, tracker.Update(gvr, l, l.Namespace)
+	})
+}
+
+// TestTwoProcessesWithOneMemberIdentityAreToldApart runs a second process
+// with a member's identity: it sees the member's Lease renewed as it
+// waits to take it over, and its Serve fails, naming the Lease and the
+// identity, having reconciled nothing. Then the Lease is taken over by
+// another process of that identity (as one would once it had waited out
+// renewals that stalled): the member's next renewal conflicts, it sees
+// another process's instance on its Lease, and it stops with
+// ErrLostLeadership, leaving the Lease as the other wrote it.
+func TestTwoProcessesWithOneMemberIdentityAreToldApart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var objs []runtime.Object
+		for i := range 10 {
+			objs = append(objs, newWidget(fmt.Sprintf("w%d", i), int64(i)))
+		}
+		f := newFakeCluster(t, objs...)
+		leaseVersions(f)
+		run := &shardRun{busy: map[string]string{}}
+		le := testSettings().LeaderElection
+		start := func(as string) *serving {
+			s := testSettings()
+			s.Sharding.Enabled = true
+			s.LeaderElection.Identity = "m1"
+			c, err := newController(&humus.Setup{}, f.clients(), nil, s, widgets(), run.reconciler(as))
+			require.NoError(t, err)
+			return serve(t, c)
+		}
+		by := func(process string) int {
+			k := 0
+			for _, rec := range run.since(time.Time{}) {
+				if rec.member == process {
+					k++
+				}
+			}
+			return k
+		}
+		first := start("first")
+		synctest.Wait()
+		time.Sleep(3 * time.Second)
+		require.Positive(t, by("first"), "the first process works")
+
+		began := time.Now()
+		second := start("second")
+		select {
+		case <-second.done:
+		case <-time.After(3 * le.RetryPeriod):
+			t.Fatal("the second process with m1's identity is still waiting for the first's Lease")
+		}
+		t.Logf("the second process failed %v after it started: %v", time.Since(began), second.err)
+		require.ErrorContains(t, second.err, `Lease `+leaseNamespace+`/`+controllerName+`-m1 is held by "m1" and was renewed`)
+		require.ErrorContains(t, second.err, "another replica runs with the same LeaderElection.Identity")
+		require.Zero(t, by("second"), "the second process reconciles nothing")
+		select {
+		case <-first.done:
+			t.Fatalf("the first process stopped: %v", first.err)
+		default:
+		}
+
+		leases := f.kube.CoordinationV1().Leases(leaseNamespace)
+		l, err := leases.Get(context.Background(), controllerName+"-m1", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.NotEmpty(t, l.Annotations[shardInstanceAnnotation])
+		l.Annotations[shardInstanceAnnotation] = "another"
+		now := metav1.NewMicroTime(time.Now())
+		l.Spec.RenewTime = &now
+		_, err = leases.Update(context.Background(), l, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		took := time.Now()
+		select {
+		case <-first.done:
+		case <-time.After(2 * le.RetryPeriod):
+			t.Fatal("the first process kept working on a Lease another process of its identity took")
+		}
+		t.Logf("the first process stopped %v after its Lease was taken", time.Since(took))
+		require.ErrorIs(t, first.err, ErrLostLeadership)
+		l, err = leases.Get(context.Background(), controllerName+"-m1", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, "another", l.Annotations[shardInstanceAnnotation], "the Lease is left as the other process wrote it")
+		require.Empty(t, run.overlaps())
+	})
+}
