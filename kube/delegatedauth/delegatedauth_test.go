@@ -16,6 +16,8 @@ import (
 	"go.uber.org/goleak"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/scheme"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
@@ -43,7 +45,7 @@ func (f *fakeAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case "/apis/authentication.k8s.io/v1/tokenreviews":
 		var tr authnv1.TokenReview
-		if err := json.NewDecoder(r.Body).Decode(&tr); err != nil {
+		if err := decode(r, &tr); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
@@ -59,14 +61,12 @@ func (f *fakeAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		_ = json.NewEncoder(w).Encode(tr)
 	case "/apis/authorization.k8s.io/v1/subjectaccessreviews":
 		if f.failSARs {
-			// A 400, which the authorizer doesn't retry, where a 5xx would be
-			// retried for some seconds.
 			w.WriteHeader(http.StatusBadRequest)
 			_, _ = io.WriteString(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"the review is malformed","code":400}`)
 			return
 		}
 		var sar authzv1.SubjectAccessReview
-		if err := json.NewDecoder(r.Body).Decode(&sar); err != nil {
+		if err := decode(r, &sar); err != nil {
 			http.Error(w, err.Error(), http.StatusBadRequest)
 			return
 		}
@@ -80,6 +80,17 @@ func (f *fakeAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	default:
 		http.NotFound(w, r)
 	}
+}
+
+// decode decodes a request's body in whichever encoding client-go sent
+// it (JSON or protobuf), as the API server does.
+func decode(r *http.Request, into runtime.Object) error {
+	b, err := io.ReadAll(r.Body)
+	if err != nil {
+		return err
+	}
+	_, _, err = scheme.Codecs.UniversalDeserializer().Decode(b, nil, into)
+	return err
 }
 
 func (f *fakeAPIServer) count(path string) int {
