@@ -46,7 +46,8 @@ var sharded = settings{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.S
 // SIGKILL and only its Memcacheds move, once its Lease has expired. No
 // Memcached is ever reconciled by two replicas at once (each reconcile's
 // start and end recorded by its replica with timestamps), and every one
-// converges at the end. It has a control plane of its own, so as not to
+// converges at the end. A replica started with a running one's identity
+// exits 1 saying so. It has a control plane of its own, so as not to
 // lengthen TestFaults.
 //
 // The Memcacheds' names and the namespace are fixed, so the shares and
@@ -153,6 +154,16 @@ func TestShardedReplicasShareTheMemcachedsAndNoneIsReconciledByTwoAtOnce(t *test
 	}
 	requireNoOverlap(t, byReplica, time.Now())
 	t.Logf("%d reconciles (by replica: %v), none of one Memcached by two replicas at once; %v in all", total, counts, time.Since(began).Round(time.Millisecond))
+
+	// A replica started with replica-0's identity finds replica-0's Lease
+	// renewed as it waits to take it over, and exits 1 saying why, having
+	// reconciled nothing.
+	dup := startReplica(t, e, ns, "replica-0", sharded)
+	started := time.Now()
+	require.Equal(t, 1, dup.waitExit(t, 30*time.Second), "the second replica-0's exit")
+	t.Logf("a second replica-0 exited 1 %v after it started", time.Since(started).Round(time.Millisecond))
+	require.Contains(t, dup.stderr.String(), "another replica runs with the same LeaderElection.Identity")
+	require.Zero(t, dup.count("reconcile-start", ""), "the second replica-0's reconciles")
 
 	for _, id := range []string{"replica-0", "replica-3"} {
 		require.NoError(t, reps[id].proc.Signal(syscall.SIGTERM))
