@@ -14,7 +14,7 @@ if ! [ -x "$lint" ] || ! "$lint" version 2>/dev/null | grep -q "version ${versio
 fi
 modules=("$@")
 if [ ${#modules[@]} -eq 0 ]; then
-  modules=(. kube controlplane bench)
+  modules=(. kube kube/examples kube/internal/controlplanetests controlplane bench)
 fi
 status=0
 for m in "${modules[@]}"; do

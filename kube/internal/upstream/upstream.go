@@ -10,8 +10,9 @@
 // x-kubernetes-map-type, formats, enums and the defaults of +default
 // markers. go
 // generate in the kube module rewrites it from a running API server (see
-// ../cmd/upstreamgen), and a test under the controlplane build tag fails
-// when it differs from what the API server serves.
+// ../controlplanetests/cmd/upstreamgen), and a test under the controlplane
+// build tag (../controlplanetests/upstream) fails when it differs from what
+// the API server serves.
 package upstream
 
 import (

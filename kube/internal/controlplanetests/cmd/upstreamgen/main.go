@@ -10,7 +10,9 @@
 // same release; -openapi-dir reads them from a directory of files named as
 // in Kubernetes' api/openapi-spec/v3 (api__v1_openapi.json, …).
 //
-// kube's go:generate runs it:
+// kube's go:generate runs it, in this module's directory
+// (kube/internal/controlplanetests), the working directory -o is relative
+// to:
 //
 //	cd kube && go generate .
 package main
@@ -32,7 +34,7 @@ import (
 )
 
 func main() {
-	out := flag.String("o", "internal/upstream/types.json.gz", "the table's file")
+	out := flag.String("o", "../upstream/types.json.gz", "the table's file, relative to the working directory")
 	kubeconfig := flag.String("kubeconfig", "", "read the documents from this kubeconfig's API server, not a local control plane")
 	dir := flag.String("openapi-dir", "", "read the documents from this directory (Kubernetes' api/openapi-spec/v3 layout), not an API server")
 	flag.Parse()

@@ -17,7 +17,7 @@ import (
 
 // goldenPath is controller-gen's CRD of the fixture, copied from
 // controller-tools (see the file's header for its commit and license).
-const goldenPath = "../../testdata/controller-tools/testdata.kubebuilder.io_cronjobs.yaml"
+const goldenPath = "../../../testdata/controller-tools/testdata.kubebuilder.io_cronjobs.yaml"
 
 // difference is one way a node of kube's schema differs from the golden
 // one: a keyword whose values differ, or a node only one of them has

@@ -121,7 +121,7 @@ func TestPrinterColumnErrors(t *testing.T) {
 		`kube: Columns[6] "Nil": is a column of a nil pointer`,
 		`kube: Columns[7] is nil`,
 		`two columns are named "Size"`,
-		`kube: Resource.Columns[10] "Other" names a field of a kube.Object[github.com/z5labs/humus/kube_test.MemcachedSpec,github.com/z5labs/humus/kube_test.MemcachedStatus]`,
+		`kube: Resource.Columns[10] "Other" names a field of a kube.Object[github.com/z5labs/humus/kube/internal/controlplanetests/kube_test.MemcachedSpec,github.com/z5labs/humus/kube/internal/controlplanetests/kube_test.MemcachedStatus]`,
 		`kube: Resource.Columns[11] is a zero Column: make the columns with kube.Columns`,
 	)
 }
