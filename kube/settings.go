@@ -3,6 +3,7 @@ package kube
 import (
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -26,7 +27,7 @@ type LeaderElection struct {
 	Namespace string // the Lease's namespace, such as the pod's; a DNS-1123 label, required
 	Identity  string // this replica's name in the Lease, unique among replicas, such as its pod's; required (two processes with one identity both hold the Lease)
 
-	LeaseDuration time.Duration // how long a Lease lasts without renewal; whole seconds, longer than RenewDeadline
+	LeaseDuration time.Duration // how long a Lease lasts without renewal; whole seconds, longer than RenewDeadline, at most math.MaxInt32 seconds (leaseDurationSeconds is an int32)
 	RenewDeadline time.Duration // how long the leader tries to renew; longer than 1.2 RetryPeriods
 	RetryPeriod   time.Duration // how often a replica tries to take or renew; positive
 }
@@ -249,6 +250,10 @@ func checkPositive(what string, d time.Duration) error {
 	return nil
 }
 
+// maxLeaseDuration is the longest LeaderElection.LeaseDuration: a Lease
+// holds it in leaseDurationSeconds, an int32.
+const maxLeaseDuration = math.MaxInt32 * time.Second
+
 // check returns one error naming every mistake in s, each by its field.
 func (s Settings) check() error {
 	le := s.LeaderElection
@@ -280,6 +285,12 @@ func (s Settings) check() error {
 	// server refuses.
 	if le.LeaseDuration > 0 && le.LeaseDuration%time.Second != 0 {
 		errs = append(errs, fmt.Errorf("kube: Settings.LeaderElection.LeaseDuration %v must be a whole number of seconds, as a Lease's leaseDurationSeconds is", le.LeaseDuration))
+	}
+	// leaseDurationSeconds is an int32: a longer duration would wrap to a
+	// negative one, which the API server refuses on every Lease write, so
+	// the replica would retry forever without ever leading.
+	if le.LeaseDuration > maxLeaseDuration {
+		errs = append(errs, fmt.Errorf("kube: Settings.LeaderElection.LeaseDuration %v is longer than %v, the most a Lease's leaseDurationSeconds (an int32) holds: use seconds to minutes, such as the default 15s", le.LeaseDuration, maxLeaseDuration))
 	}
 	if le.LeaseDuration > 0 && le.RenewDeadline > 0 && le.LeaseDuration <= le.RenewDeadline {
 		errs = append(errs, fmt.Errorf("kube: Settings.LeaderElection.LeaseDuration %v must be longer than RenewDeadline %v", le.LeaseDuration, le.RenewDeadline))

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -233,6 +234,19 @@ func TestALeaseDurationIsWholeSeconds(t *testing.T) {
 		_, err := newController(&humus.Setup{}, clients{}, nil, settings, widgets(), noopReconciler())
 		require.ErrorContains(t, err, "Settings.LeaderElection.LeaseDuration "+d.String()+" must be a whole number of seconds", "LeaseDuration %v", d)
 	}
+}
+
+func TestALeaseDurationFitsLeaseDurationSeconds(t *testing.T) {
+	// 700000h is 2520000000s, past an int32: client-go would write it as
+	// -1774967296, which the API server refuses on every Lease write.
+	settings := testSettings()
+	settings.LeaderElection.LeaseDuration = 700000 * time.Hour
+	_, err := newController(&humus.Setup{}, clients{}, nil, settings, widgets(), noopReconciler())
+	require.ErrorContains(t, err, "Settings.LeaderElection.LeaseDuration 700000h0m0s is longer than 596523h14m7s, the most a Lease's leaseDurationSeconds (an int32) holds")
+
+	settings.LeaderElection.LeaseDuration = math.MaxInt32 * time.Second
+	_, err = newController(&humus.Setup{}, clients{}, nil, settings, widgets(), noopReconciler())
+	require.NoError(t, err)
 }
 
 func TestCheckNameRefusesAFieldManagerTheAPIServerWould(t *testing.T) {
