@@ -2,6 +2,7 @@ package appconfig
 
 import (
 	"context"
+	"errors"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/config"
@@ -58,8 +59,9 @@ const DefaultProbesAddr = ":8081"
 // names (see FromKubeconfig), or, when KUBECONFIG is unset, from the pod
 // (see InPod). The Metrics are METRICS_ADDR, METRICS_SECURE and
 // METRICS_CERT_DIR's (see MetricsConfig). It returns one error naming every
-// variable that is missing or malformed, then one naming every mistake in
-// the metrics' variables, or the error of reading the Connection.
+// variable that is missing or malformed, PROBES_ADDR and METRICS_ADDR among
+// them when either isn't host:port with a port number, and every mistake in
+// the metrics' variables; or the error of reading the Connection.
 func Read(ctx context.Context, s *humus.Setup, name string) (Config, error) {
 	env := func(key string) config.Source { return config.Env(s.Host, key) }
 	type values struct {
@@ -68,6 +70,7 @@ func Read(ctx context.Context, s *humus.Setup, name string) (Config, error) {
 		metricsAddr, metricsCertDir         string
 		metricsSecure                       bool
 	}
+	var probesErr, metricsErr error
 	v, err := config.Struct(func(r *config.Resolver) values {
 		var v values
 		v.kubeconfig = r.GetOr(env(EnvKubeconfig), "")
@@ -91,12 +94,13 @@ func Read(ctx context.Context, s *humus.Setup, name string) (Config, error) {
 		v.metricsAddr = r.GetOr(env(EnvMetricsAddr), "")
 		v.metricsSecure = r.BoolOr(env(EnvMetricsSecure), true)
 		v.metricsCertDir = r.GetOr(env(EnvMetricsCertDir), "")
+		// Checked here, so that one error names these mistakes with
+		// the Resolver's.
+		probesErr = checkAddr(EnvProbesAddr, v.cfg.ProbesAddr, DefaultProbesAddr)
+		v.cfg.Metrics, metricsErr = readMetrics(v.metricsAddr, v.metricsCertDir, v.metricsSecure)
 		return v
 	}).Read(ctx)
-	if err != nil {
-		return Config{}, err
-	}
-	if v.cfg.Metrics, err = readMetrics(v.metricsAddr, v.metricsCertDir, v.metricsSecure); err != nil {
+	if err := errors.Join(err, probesErr, metricsErr); err != nil {
 		return Config{}, err
 	}
 	if v.kubeconfig != "" {

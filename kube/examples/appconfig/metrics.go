@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/netip"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -85,14 +86,27 @@ func (m MetricsConfig) check() error {
 	if m.Addr == "" {
 		return errors.Join(errs...)
 	}
-	host, _, err := net.SplitHostPort(m.Addr)
-	switch {
-	case err != nil:
-		errs = append(errs, fmt.Errorf("%s is %q: it is host:port, such as :8443: %w", EnvMetricsAddr, m.Addr, err))
-	case m.Insecure && !isLoopback(host):
+	if err := checkAddr(EnvMetricsAddr, m.Addr, ":8443"); err != nil {
+		errs = append(errs, err)
+	} else if host, _, _ := net.SplitHostPort(m.Addr); m.Insecure && !isLoopback(host) {
 		errs = append(errs, fmt.Errorf("%s is false, so %s %q must be a loopback address, such as 127.0.0.1:8080: plain HTTP lets anyone in, which is for local runs only", EnvMetricsSecure, EnvMetricsAddr, m.Addr))
 	}
 	return errors.Join(errs...)
+}
+
+// checkAddr returns an error unless addr, the value of the variable env,
+// is host:port with a port number from 0 to 65535, such as example, so
+// that a bad address is named at start rather than when its Service
+// listens.
+func checkAddr(env, addr, example string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("%s is %q: it is host:port, such as %s: %w", env, addr, example, err)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return fmt.Errorf("%s is %q: its port %q is not a number from 0 to 65535; use host:port, such as %s", env, addr, port, example)
+	}
+	return nil
 }
 
 // isLoopback reports whether host is localhost or a loopback IP address;

@@ -64,6 +64,25 @@ func TestReadMetrics(t *testing.T) {
 	require.ErrorContains(t, err, "METRICS_SECURE")
 }
 
+func TestReadNamesABadPortAtStart(t *testing.T) {
+	// Each was named only when its Service listened, as "service 1
+	// (*health.probeServer): serve: health: listening for probes: listen
+	// tcp: address 99999: invalid port", naming no variable.
+	_, err := readMetrics(t, map[string]string{"PROBES_ADDR": ":99999", "METRICS_ADDR": ":http"})
+	require.EqualError(t, err, `PROBES_ADDR is ":99999": its port "99999" is not a number from 0 to 65535; use host:port, such as :8081`+"\n"+
+		`METRICS_ADDR is ":http": its port "http" is not a number from 0 to 65535; use host:port, such as :8443`)
+	_, err = readMetrics(t, map[string]string{"PROBES_ADDR": "8081"})
+	require.ErrorContains(t, err, `PROBES_ADDR is "8081": it is host:port, such as :8081`)
+}
+
+func TestReadNamesTheMetricsMistakesWithTheMalformedVariables(t *testing.T) {
+	// A malformed variable and a metrics mistake used to take two starts
+	// to find: the second was named only once the first was fixed.
+	_, err := readMetrics(t, map[string]string{"WORKERS": "x", "METRICS_ADDR": "bad"})
+	require.ErrorContains(t, err, `WORKERS: "x" is not an integer`)
+	require.ErrorContains(t, err, `METRICS_ADDR is "bad": it is host:port`)
+}
+
 // client returns a Client of an API server that is never reached: a
 // request with no token is refused before any review.
 func client(t *testing.T, s *humus.Setup) *kube.Client {
