@@ -91,7 +91,8 @@ const authenticatedGroup = "system:authenticated"
 // next request tries again. The answers are cached, up to CacheSize of
 // each: a token's (authenticated or not) for TokenCacheTTL, keyed by its
 // SHA-256; an allow for AllowCacheTTL and a deny for DenyCacheTTL, keyed by
-// user, verb and path; a failed review is not. The reviews' requests are
+// the SHA-256 of user, verb and path (the caller's method and path may be
+// up to the server's header limit long); a failed review is not. The reviews' requests are
 // traced as the Client's others are, but none in a context with no span,
 // as a scrape's are (see the kube package's transport). Why a caller was
 // refused is logged at DEBUG, and a failed review at ERROR, with
@@ -137,7 +138,7 @@ type handler struct {
 	tokens    authenticationv1.TokenReviewInterface
 	reviews   authorizationv1.SubjectAccessReviewInterface
 	users     *cache.LRUExpireCache // a token's SHA-256 -> *authnv1.UserInfo, nil when not authenticated
-	decisions *cache.LRUExpireCache // a SubjectAccessReviewSpec's JSON -> allowed
+	decisions *cache.LRUExpireCache // a SubjectAccessReviewSpec's JSON's SHA-256 -> allowed
 	next      http.Handler
 	log       *slog.Logger
 }
@@ -226,11 +227,14 @@ func (h *handler) authorize(ctx context.Context, user *authnv1.UserInfo, verb, p
 		}
 	}
 	// encoding/json writes a map's keys sorted, so one spec has one key.
+	// The key is its SHA-256, as a token's is: the verb and path are the
+	// caller's, a method or path of up to the server's 1 MB header limit,
+	// so CacheSize keys of the JSON itself could hold gigabytes.
 	b, err := json.Marshal(spec)
 	if err != nil {
 		return false, err
 	}
-	key := string(b)
+	key := sha256.Sum256(b)
 	if v, ok := h.decisions.Get(key); ok {
 		return v.(bool), nil
 	}
