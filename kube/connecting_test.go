@@ -658,6 +658,14 @@ func TestNilTelemetryRecordsNothingAndNeedsNoGlobals(t *testing.T) {
 	require.Empty(t, srv.arrived()[0].Traceparent, "no propagator, no header")
 	require.Equal(t, "Bearer t", srv.arrived()[0].Authorization)
 	require.IsType(t, &bearer{}, client.transport.RoundTripper, "nothing to record with: no otelhttp")
+
+	// humus.Run hands Init the Telemetry with no-op providers in place of
+	// nil ones.
+	client, err = NewClient(&humus.Setup{Host: humus.Host{Dial: d.Dial}, Telemetry: humus.Telemetry{}.WithNoops()}, Connection{
+		Server: "example.com:443", TLS: &tls.Config{RootCAs: srv.roots},
+	})
+	require.NoError(t, err)
+	require.IsType(t, &http.Transport{}, client.transport.RoundTripper, "no-op providers: no otelhttp")
 }
 
 func TestAClientAsksForGzipOnlyWithCompression(t *testing.T) {

@@ -10,6 +10,8 @@ import (
 
 	"github.com/z5labs/humus"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/net/http2"
 )
 
@@ -112,11 +114,11 @@ func newTransport(s *humus.Setup, c Connection) (*transport, error) {
 		t.tokens = newTokenSource(c.Token, tel.LoggerProvider.Logger(instrumentationScope))
 		next = &bearer{tokens: t.tokens, next: base}
 	}
-	// With no provider and no propagator, otelhttp would record nothing
-	// and inject nothing, and yet cost CPU on every request: about 3% of
-	// the converge benchmark's kube peer at N=5000 (its attributes, its
-	// request clone and body wrapper). So it is left out.
-	if raw := s.Telemetry; raw.TracerProvider == nil && raw.MeterProvider == nil && raw.Propagator == nil {
+	// With no-op providers and a propagator of no fields, otelhttp would
+	// record nothing and inject nothing, and yet cost CPU on every request
+	// (its attributes, its request clone and body wrapper). So it is left
+	// out.
+	if recordsNothing(tel) {
 		t.RoundTripper = next
 		return t, nil
 	}
@@ -127,6 +129,17 @@ func newTransport(s *humus.Setup, c Connection) (*transport, error) {
 		otelhttp.WithFilter(func(r *http.Request) bool { return !isWatch(r) && !isBackground(r) }),
 	)
 	return t, nil
+}
+
+// recordsNothing reports whether t, with WithNoops applied, records and
+// propagates nothing: its TracerProvider and MeterProvider are
+// OpenTelemetry's no-op ones, which WithNoops puts in place of nil ones (as
+// humus.Run does), and its Propagator injects no field, as the empty
+// composite WithNoops puts in place of a nil one.
+func recordsNothing(t humus.Telemetry) bool {
+	_, noTraces := t.TracerProvider.(tracenoop.TracerProvider)
+	_, noMetrics := t.MeterProvider.(metricnoop.MeterProvider)
+	return noTraces && noMetrics && len(t.Propagator.Fields()) == 0
 }
 
 // CloseIdleConnections closes the transport's idle connections, HTTP/1.1
