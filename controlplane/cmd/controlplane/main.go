@@ -90,7 +90,7 @@ func up(ctx context.Context, opts controlplane.Options, stdout, stderr io.Writer
 kubeconfig: %s
 
   export KUBECONFIG=%[3]s
-  HUMUS_TEST_KUBECONFIG=%[3]s go test -tags controlplane ./kube/... ./controlplane/...
+  HUMUS_TEST_KUBECONFIG=%[3]s go test -tags controlplane -p 1 ./controlplane/... ./kube/internal/controlplanetests/... ./kube/examples/...
   curl --cacert %s -H 'Authorization: Bearer %s' https://%[2]s/version
 
 Press Ctrl-C to stop.
