@@ -441,7 +441,9 @@ func (f FieldOf[T]) Required() FieldOf[T] {
 }
 
 // Nullable lets the field be null (controller-gen's +nullable), whatever
-// CRD decides from its type and constraints.
+// CRD decides from its type and constraints. With Required on the same
+// field it is an error from CRD, as Required refuses a null; a field
+// required only by its json tag may be Nullable (present, maybe null).
 func (f FieldOf[T]) Nullable() FieldOf[T] {
 	f.r.nullable = true
 	return f

@@ -449,6 +449,7 @@ func (b *reflector) field(t reflect.Type, f jsonField, fpath string) (apiextensi
 		b.conflicts(fpath, p, frs)
 	}
 	defaulted, nullable := false, false
+	var requiredBy, nullableBy string // the rules that say Required and Nullable, as "Rules for T: T.F"
 	constrained := b.constrained(ft) || upRequired
 	for _, ra := range frs {
 		fr := ra.fr
@@ -459,8 +460,14 @@ func (b *reflector) field(t reflect.Type, f jsonField, fpath string) (apiextensi
 		if fr.required != nil {
 			required = *fr.required
 			constrained = constrained || required
+			if required {
+				requiredBy = fmt.Sprintf("Rules for %s: %s", ra.owner, goFieldName(ra.owner, fr.index))
+			}
 		}
 		nullable = nullable || fr.nullable
+		if fr.nullable {
+			nullableBy = fmt.Sprintf("Rules for %s: %s", ra.owner, goFieldName(ra.owner, fr.index))
+		}
 		constrained = constrained || constrainsValue(fr.constraints)
 		for n, c := range fr.constraints {
 			if err := applyConstraint(c, &p); err != nil {
@@ -475,6 +482,14 @@ func (b *reflector) field(t reflect.Type, f jsonField, fpath string) (apiextensi
 		for _, err := range consistent(&p) {
 			b.report("consistent "+fpath+err.Error(), fmt.Errorf("kube: %s: %w", fpath, err))
 		}
+	}
+	// Required promises that a null is refused, and Nullable lets one in.
+	if requiredBy != "" && nullableBy != "" && required {
+		where := requiredBy
+		if nullableBy != requiredBy {
+			where += " and " + nullableBy
+		}
+		b.report("nullable required "+fpath, fmt.Errorf("kube: %s: %s: Required and Nullable contradict: a Required field refuses a null, which Nullable lets in; drop one of them (a field required by its json tag alone may be Nullable: present, and maybe null)", fpath, where))
 	}
 	conditionTime := f.name == "lastTransitionTime" && required && conditionShaped(declaring)
 	if nullable || b.keepsNull(f, ft, ptr, defaulted, constrained, conditionTime) {

@@ -133,3 +133,27 @@ func TestCRDRefusesTwoFieldRulesThatConflict(t *testing.T) {
 	require.Equal(t, ptr(1.0), got.Properties["count"].Minimum)
 	require.Equal(t, ptr(9.0), got.Properties["count"].Maximum)
 }
+
+type nullables struct {
+	Size  *int32   `json:"size,omitempty"`
+	Pair  []string `json:"pair"`
+	Other *int32   `json:"other,omitempty"`
+}
+
+func TestCRDRefusesRequiredAndNullableOnOneField(t *testing.T) {
+	// Required promises that a null is refused; with Nullable too, the
+	// CRD let {"size": null} through.
+	var n nullables
+	_, err := resourceOf[nullables](kube.Rules(&n,
+		kube.Field(&n.Size).Nullable().Required(),
+	)).CRD()
+	require.EqualError(t, err, "kube: spec.size: Rules for kube_test.nullables: nullables.Size: Required and Nullable contradict: a Required field refuses a null, which Nullable lets in; drop one of them (a field required by its json tag alone may be Nullable: present, and maybe null)")
+
+	// A field its json tag requires may be Nullable: present, maybe null.
+	got := specOf[nullables](t, kube.Rules(&n, kube.Field(&n.Pair).Nullable()))
+	require.Contains(t, got.Required, "pair")
+	require.True(t, got.Properties["pair"].Nullable)
+	// An Optional field may be Nullable.
+	got = specOf[nullables](t, kube.Rules(&n, kube.Field(&n.Other).Optional().Nullable()))
+	require.True(t, got.Properties["other"].Nullable)
+}
