@@ -108,6 +108,11 @@ func TestFromKubeconfigRejectsWhatItLeavesToTheEndUser(t *testing.T) {
 
 	_, err = appconfig.FromKubeconfig(h.FS, "kubeconfig", "")
 	require.ErrorContains(t, err, "must be absolute")
+
+	// A missing file is named as KUBECONFIG names it, not only as the FS
+	// does ("open home/dev/missing").
+	_, err = appconfig.FromKubeconfig(h.FS, "/home/dev/missing", "")
+	require.ErrorContains(t, err, "reading kubeconfig /home/dev/missing: open home/dev/missing")
 }
 
 func TestReadNamesEveryMissingVariable(t *testing.T) {
@@ -257,6 +262,23 @@ func TestBuildTelemetryNamesEveryMalformedVariable(t *testing.T) {
 	for _, v := range []string{appconfig.EnvOTLPEndpoint, appconfig.EnvOTLPLogsEndpoint, appconfig.EnvOTLPHeaders, appconfig.EnvOTLPProtocol, appconfig.EnvLogFormat} {
 		require.ErrorContains(t, err, v)
 	}
+}
+
+func TestBuildTelemetryNamesABadEndpointOnceAsItWasSet(t *testing.T) {
+	// It was named once a signal, with the signal's path added:
+	// OTEL_EXPORTER_OTLP_ENDPOINT is "otel-collector:4318/v1/traces", then
+	// "otel-collector:4318/v1/logs".
+	h := humustest.NewHost(t)
+	h.SetEnv(appconfig.EnvOTLPEndpoint, "otel-collector:4318")
+	_, err := appconfig.BuildTelemetry(t.Context(), h.Host)
+	require.EqualError(t, err, `OTEL_EXPORTER_OTLP_ENDPOINT is "otel-collector:4318": it is an http or https URL, such as http://otel-collector:4318`)
+
+	// Unused, as each signal has its own, it isn't checked.
+	h.SetEnv(appconfig.EnvOTLPTracesEndpoint, "http://tempo:4318/v1/traces")
+	h.SetEnv(appconfig.EnvOTLPLogsEndpoint, "http://loki:4318/otlp/v1/logs")
+	tel, err := appconfig.BuildTelemetry(t.Context(), h.Host)
+	require.NoError(t, err)
+	require.NoError(t, tel.Shutdown(t.Context()))
 }
 
 func TestConsoleFormatIsOneReadableLineARecord(t *testing.T) {

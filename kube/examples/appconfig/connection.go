@@ -77,7 +77,7 @@ func FromKubeconfig(fsys fs.FS, kubeconfigPath, contextName string) (kube.Connec
 	}
 	b, err := read(kubeconfigPath)
 	if err != nil {
-		return kube.Connection{}, fmt.Errorf("reading kubeconfig: %w", err)
+		return kube.Connection{}, fmt.Errorf("reading kubeconfig %s: %w", kubeconfigPath, err)
 	}
 	cfg, err := clientcmd.Load(b)
 	if err != nil {

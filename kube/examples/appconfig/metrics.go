@@ -205,11 +205,11 @@ func certificate(fsys fs.FS, dir string, now func() time.Time) (func(*tls.Client
 	load := func() (*tls.Certificate, error) {
 		certPEM, err := fs.ReadFile(fsys, path.Join(dir, CertFile))
 		if err != nil {
-			return nil, fmt.Errorf("reading the metrics' certificate: %w", err)
+			return nil, fmt.Errorf("reading the metrics' certificate from %s /%s: %w", EnvMetricsCertDir, dir, err)
 		}
 		keyPEM, err := fs.ReadFile(fsys, path.Join(dir, KeyFile))
 		if err != nil {
-			return nil, fmt.Errorf("reading the metrics' certificate key: %w", err)
+			return nil, fmt.Errorf("reading the metrics' certificate key from %s /%s: %w", EnvMetricsCertDir, dir, err)
 		}
 		cert, err := tls.X509KeyPair(certPEM, keyPEM)
 		if err != nil {

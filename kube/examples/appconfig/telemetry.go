@@ -102,6 +102,11 @@ func BuildTelemetry(ctx context.Context, h humus.Host) (humus.Telemetry, error) 
 	}
 	headers, err := parseHeaders(s.headers)
 	errs = append(errs, err)
+	// The base endpoint is checked once, as it was set, when a signal
+	// without an endpoint of its own uses it.
+	if s.endpoint != "" && (s.traces == "" || s.logs == "") {
+		errs = append(errs, checkURL(EnvOTLPEndpoint, s.endpoint))
+	}
 	tracesURL, err := signalURL(EnvOTLPTracesEndpoint, s.traces, s.endpoint, "v1/traces")
 	errs = append(errs, err)
 	logsURL, err := signalURL(EnvOTLPLogsEndpoint, s.logs, s.endpoint, "v1/logs")
@@ -184,21 +189,26 @@ type meterProvider struct {
 }
 
 // signalURL is the URL one signal is exported to: its own variable's value
-// (name), else base with path added, else "" for none. Each must be an
-// http or https URL.
+// (name), which must be an http or https URL, else base with path added
+// (base is checked by the caller, as the user set it), else "" for none.
 func signalURL(name, own, base, path string) (string, error) {
-	raw, from := own, name
-	if raw == "" {
-		if base == "" {
-			return "", nil
-		}
-		raw, from = strings.TrimSuffix(base, "/")+"/"+path, EnvOTLPEndpoint
+	if own != "" {
+		return own, checkURL(name, own)
 	}
+	if base == "" {
+		return "", nil
+	}
+	return strings.TrimSuffix(base, "/") + "/" + path, nil
+}
+
+// checkURL returns an error naming the variable name unless its value raw
+// is an http or https URL with a host.
+func checkURL(name, raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return "", fmt.Errorf("%s is %q: it is an http or https URL, such as http://otel-collector:4318", from, raw)
+		return fmt.Errorf("%s is %q: it is an http or https URL, such as http://otel-collector:4318", name, raw)
 	}
-	return raw, nil
+	return nil
 }
 
 // parseHeaders parses OTEL_EXPORTER_OTLP_HEADERS: key=value pairs joined
