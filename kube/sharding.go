@@ -104,7 +104,11 @@ func CheckSharding(s Settings) error {
 	if s.Name != "" && s.LeaderElection.Identity != "" {
 		name := shardLeaseName(s)
 		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
-			errs = append(errs, fmt.Errorf("kube: with Settings.Sharding on, each replica's Lease is named Settings.Name-LeaderElection.Identity, and %q is not a DNS-1123 subdomain: %s; use an identity of lower-case letters, digits, '-' and '.', such as the pod's name", name, strings.Join(msgs, "; ")))
+			fix := "use an identity of lower-case letters, digits, '-' and '.', such as the pod's name"
+			if len(validation.IsDNS1123Subdomain(s.Name)) > 0 {
+				fix = "make Settings.Name a DNS-1123 subdomain (see CheckName)"
+			}
+			errs = append(errs, fmt.Errorf("kube: with Settings.Sharding on, each replica's Lease is named Settings.Name-LeaderElection.Identity, and %q is not a DNS-1123 subdomain: %s; %s", name, strings.Join(msgs, "; "), fix))
 		}
 	}
 	if s.Name != "" {

@@ -72,6 +72,25 @@ func TestCheckShardingNamesEveryMistake(t *testing.T) {
 	require.NoError(t, s.check())
 }
 
+func TestCheckShardingBlamesTheNameOrTheIdentityAsTheyAre(t *testing.T) {
+	// With Name "UPPER" it said "use an identity of lower-case letters…"
+	// of the identity "me", which was fine.
+	s := testSettings()
+	s.Sharding.Enabled = true
+	s.Name = "UPPER"
+	s.LeaderElection.Identity = "me"
+	err := CheckSharding(s)
+	require.ErrorContains(t, err, `"UPPER-me" is not a DNS-1123 subdomain`)
+	require.ErrorContains(t, err, "make Settings.Name a DNS-1123 subdomain")
+	require.NotContains(t, err.Error(), "use an identity")
+
+	s.Name = "widgets"
+	s.LeaderElection.Identity = "Pod_1"
+	err = CheckSharding(s)
+	require.ErrorContains(t, err, "use an identity of lower-case letters")
+	require.NotContains(t, err.Error(), "make Settings.Name")
+}
+
 // shardRun records, for each key, which member is reconciling it now, and
 // every reconcile's member, start and end, by synctest's clock.
 type shardRun struct {
