@@ -67,6 +67,7 @@ func consistent(p *apiextensionsv1.JSONSchemaProps) []error {
 			errs = append(errs, err)
 		}
 	}
+	errs = append(errs, checkEnum(p)...)
 	if it := items(p); it != nil {
 		for _, err := range consistent(it) {
 			errs = append(errs, fmt.Errorf("its items: %w", err))
@@ -99,11 +100,43 @@ func maxName(p *apiextensionsv1.JSONSchemaProps) string {
 // MultipleOf, lengths (in characters, as the API server counts them),
 // Pattern, Enum and counts of items and properties.
 func checkDefault(p *apiextensionsv1.JSONSchemaProps) error {
+	broken, err := breaks(p, p.Default.Raw)
+	if err != nil {
+		return fmt.Errorf("Default %s isn't JSON: %w", p.Default.Raw, err)
+	}
+	if len(p.Enum) > 0 && !slices.ContainsFunc(p.Enum, func(e apiextensionsv1.JSON) bool { return sameJSON(e.Raw, p.Default.Raw) }) {
+		broken = append(broken, "Enum")
+	}
+	if len(broken) == 0 {
+		return nil
+	}
+	return fmt.Errorf("Default %s breaks the field's own %s, so the API server would refuse the CRD: give a Default its constraints accept", p.Default.Raw, joinWords(broken))
+}
+
+// checkEnum is an error for each of p's Enum values that breaks one of p's
+// own other constraints: the API server accepts the CRD, but refuses every
+// object that holds the value, so it is an Enum value no object can have
+// (Enum(5, 6).Maximum(3) leaves no value at all).
+func checkEnum(p *apiextensionsv1.JSONSchemaProps) []error {
+	var errs []error
+	for _, e := range p.Enum {
+		broken, err := breaks(p, e.Raw)
+		if err != nil || len(broken) == 0 {
+			continue
+		}
+		errs = append(errs, fmt.Errorf("Enum value %s breaks the field's own %s, so no object can hold it: drop the value, or loosen the constraint", e.Raw, joinWords(broken)))
+	}
+	return errs
+}
+
+// breaks returns the names of p's own constraints, but Enum, that the JSON
+// value raw breaks, or an error if raw isn't JSON.
+func breaks(p *apiextensionsv1.JSONSchemaProps, raw []byte) ([]string, error) {
 	var v any
-	d := json.NewDecoder(bytes.NewReader(p.Default.Raw))
+	d := json.NewDecoder(bytes.NewReader(raw))
 	d.UseNumber()
 	if err := d.Decode(&v); err != nil {
-		return fmt.Errorf("Default %s isn't JSON: %w", p.Default.Raw, err)
+		return nil, err
 	}
 	var broken []string
 	switch x := v.(type) {
@@ -153,13 +186,7 @@ func checkDefault(p *apiextensionsv1.JSONSchemaProps) error {
 			broken = append(broken, fmt.Sprintf("MaxProperties %d", *p.MaxProperties))
 		}
 	}
-	if len(p.Enum) > 0 && !slices.ContainsFunc(p.Enum, func(e apiextensionsv1.JSON) bool { return sameJSON(e.Raw, p.Default.Raw) }) {
-		broken = append(broken, "Enum")
-	}
-	if len(broken) == 0 {
-		return nil
-	}
-	return fmt.Errorf("Default %s breaks the field's own %s, so the API server would refuse the CRD: give a Default its constraints accept", p.Default.Raw, joinWords(broken))
+	return broken, nil
 }
 
 // sameJSON reports whether a and b are the same JSON value.

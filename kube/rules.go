@@ -233,6 +233,8 @@ func (f FieldOf[T]) Default(v T) FieldOf[T] {
 // Enum limits the field to values, each encoded as encoding/json encodes
 // it (controller-gen's +kubebuilder:validation:Enum). Like every
 // constraint on a field's value, it makes the field not nullable (see CRD).
+// A value the field's other constraints refuse (Enum(5).Maximum(3)) is an
+// error from CRD, as no object could hold it.
 func (f FieldOf[T]) Enum(values ...T) FieldOf[T] { return f.add(enumOf(values)) }
 
 // Minimum is the field's least value, inclusive. It fits a number.

@@ -157,3 +157,24 @@ func TestCRDRefusesRequiredAndNullableOnOneField(t *testing.T) {
 	got = specOf[nullables](t, kube.Rules(&n, kube.Field(&n.Other).Optional().Nullable()))
 	require.True(t, got.Properties["other"].Nullable)
 }
+
+func TestCRDRefusesAnEnumValueItsOwnConstraintsRefuse(t *testing.T) {
+	// Enum(5, 6).Maximum(3) left no value at all, and both CRD() and the
+	// API server took it: every object was then refused.
+	var b fenced
+	_, err := resourceOf[fenced](kube.Rules(&b,
+		kube.Field(&b.Count).Enum(2, 5, 6).Maximum(3),
+		kube.Field(&b.Mode).Enum("fast", "slowest").MaxLength(4),
+	)).CRD()
+	requireErrorsContain(t, err,
+		"kube: spec.count: Enum value 5 breaks the field's own Maximum 3, so no object can hold it: drop the value, or loosen the constraint",
+		"kube: spec.count: Enum value 6 breaks the field's own Maximum 3",
+		`kube: spec.mode: Enum value "slowest" breaks the field's own MaxLength 4`,
+	)
+	require.NotContains(t, err.Error(), "Enum value 2")
+	require.NotContains(t, err.Error(), `"fast"`)
+
+	// Values its constraints accept are fine.
+	got := specOf[fenced](t, kube.Rules(&b, kube.Field(&b.Count).Enum(1, 3).Minimum(1).Maximum(3)))
+	require.Len(t, got.Properties["count"].Enum, 2)
+}
