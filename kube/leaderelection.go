@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -28,7 +29,12 @@ var (
 	errOtherHolder  = errors.New("kube: another replica holds the Lease")
 	errRenewFailed  = errors.New("kube: client-go's elector stopped renewing the Lease")
 	errNotLeading   = errors.New("kube: the replica doesn't hold the Lease")
+	errLeaderSameIdentity = errors.New("kube: another process holds the Lease with this replica's LeaderElection.Identity")
 )
+
+// sentRenewals is how many of the renewal times a replica sent it
+// remembers, to tell its own renewals from another process's.
+const sentRenewals = 16
 
 // lease is the Lease lock a controller's elector uses, and the replica's
 // right to work. Its deadline is the start of the last Lease create or
@@ -60,6 +66,12 @@ type lease struct {
 	ctx      context.Context
 	cancel   context.CancelCauseFunc
 	timer    *time.Timer // fires at deadline while leading
+	// sent are the renewTimes of the last sentRenewals records this
+	// replica sent as the holder, in microseconds, the Lease's precision;
+	// seen is the renewTime of a Lease held with this replica's identity
+	// by another process, as last seen before this replica led.
+	sent []int64
+	seen *int64
 
 	started chan struct{} // closed when the replica starts leading
 }
@@ -103,14 +115,49 @@ func (l *lease) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []
 	defer cancel()
 	defer context.AfterFunc(l.ctx, cancel)()
 	rec, raw, err := l.Interface.Get(ctx)
-	if err == nil && rec.HolderIdentity != l.Identity() {
-		l.mu.Lock()
+	if err != nil {
+		return rec, raw, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if rec.HolderIdentity != l.Identity() {
 		if l.leading && !l.stopping {
 			l.loseLocked(errOtherHolder)
 		}
-		l.mu.Unlock()
+		return rec, raw, nil
 	}
-	return rec, raw, err
+	return l.sameHolderLocked(rec), raw, nil
+}
+
+// sameHolderLocked checks a record naming this replica's identity as the
+// holder, which client-go's elector takes as its own: a renewal this
+// replica didn't send was sent by another process given the same
+// LeaderElection.Identity (two pods sharing a name from a misconfigured
+// Deployment), and the two would lead at once. Leading, such a renewal
+// loses the Lease. Before leading, the record is handed to the elector as
+// another holder's, so that it takes the Lease only once it expires, as
+// from any other replica: its holder may be this pod's previous process,
+// dead, or alive elsewhere, as a pod partitioned from its node; and if it
+// is renewed meanwhile, Serve ends with errLeaderSameIdentity.
+func (l *lease) sameHolderLocked(rec *resourcelock.LeaderElectionRecord) *resourcelock.LeaderElectionRecord {
+	renewed := rec.RenewTime.UnixMicro()
+	if slices.Contains(l.sent, renewed) || l.lost != nil {
+		return rec
+	}
+	if l.leading {
+		if !l.stopping {
+			l.loseLocked(fmt.Errorf("%w (Lease %s, identity %q): its renewal at %s was not this process's; give each replica an identity of its own, as a pod's name", errLeaderSameIdentity, l.Describe(), l.Identity(), rec.RenewTime.UTC().Format(time.RFC3339Nano)))
+		}
+		return rec
+	}
+	if l.seen != nil && *l.seen != renewed {
+		l.loseLocked(fmt.Errorf("%w (Lease %s, identity %q): another process renewed it while this one waited to take it; give each replica an identity of its own, as a pod's name", errLeaderSameIdentity, l.Describe(), l.Identity()))
+		return rec
+	}
+	l.seen = &renewed
+	other := *rec
+	other.HolderIdentity = rec.HolderIdentity + " (another process)"
+	return &other
 }
 
 // Create is LeaseLock's Create, which takes a Lease that doesn't exist.
@@ -139,6 +186,14 @@ func (l *lease) write(ctx context.Context, rec resourcelock.LeaderElectionRecord
 		defer cancel()
 		return send(ctx, rec)
 	}
+	l.mu.Lock()
+	if rec.HolderIdentity == l.Identity() {
+		l.sent = append(l.sent, rec.RenewTime.UnixMicro())
+		if len(l.sent) > sentRenewals {
+			l.sent = l.sent[1:]
+		}
+	}
+	l.mu.Unlock()
 	// A renewal still in flight once the Lease is lost is abandoned.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -137,6 +138,146 @@ func TestNothingIsAppliedAfterTheLeaseIsLost(t *testing.T) {
 		<-s.done
 		require.ErrorIs(t, s.err, ErrLostLeadership)
 		require.Empty(t, f.statusApplies(), "a replica that lost the Lease applies nothing")
+		require.NoError(t, c.Shutdown(context.Background()))
+	})
+}
+
+// reconcilesBy returns a controller of identity on f whose reconciles are
+// counted in by, under mu.
+func reconcilesBy(t *testing.T, f *fakeCluster, mu *sync.Mutex, by map[string]int, identity, label string) *Controller {
+	settings := testSettings()
+	settings.LeaderElection.Identity = identity
+	return newWidgetController(t, f, humus.Telemetry{}, settings,
+		ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+			mu.Lock()
+			by[label]++
+			mu.Unlock()
+			return Result[widgetStatus]{}, nil
+		}))
+}
+
+func TestASecondProcessWithTheLeadersIdentityEndsServeAndNeverLeads(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// Two pods given one identity (a Deployment whose Identity isn't
+		// the pod's name): client-go's elector takes a Lease naming its
+		// own identity as its own, so both would lead at once.
+		f := newFakeCluster(t, newWidget("w1", 1))
+		var mu sync.Mutex
+		by := map[string]int{}
+		first := serve(t, reconcilesBy(t, f, &mu, by, "replica-1", "first"))
+		synctest.Wait()
+		require.Equal(t, "replica-1", holder(f.lease(t)))
+
+		second := serve(t, reconcilesBy(t, f, &mu, by, "replica-1", "second"))
+		start := time.Now()
+		<-second.done
+		require.ErrorIs(t, second.err, errLeaderSameIdentity)
+		require.ErrorContains(t, second.err, `identity "replica-1"`)
+		require.ErrorContains(t, second.err, "give each replica an identity of its own")
+		// The first renews every RetryPeriod (2s), jittered by up to 1.2.
+		require.Less(t, time.Since(start), 15*time.Second, "the second's Serve, ended once it saw the Lease renewed")
+
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		mu.Lock()
+		require.Equal(t, map[string]int{"first": 1}, by, "reconciles by each process")
+		mu.Unlock()
+		require.Equal(t, "replica-1", holder(f.lease(t)))
+		require.NoError(t, first.stop(t))
+	})
+}
+
+func TestALeaseHeldWithThisIdentityByAProcessGoneIsTakenOnlyOnceItExpires(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// This pod's previous process held the Lease and died without
+		// releasing it; it may as well be alive elsewhere (a pod
+		// partitioned from its node), so the Lease is taken as from any
+		// other replica: once it has gone unrenewed for LeaseDuration.
+		f := newFakeCluster(t, newWidget("w1", 1))
+		f.holdLease(t, "replica-1", 15*time.Second)
+		var mu sync.Mutex
+		by := map[string]int{}
+		s := serve(t, reconcilesBy(t, f, &mu, by, "replica-1", "new"))
+		time.Sleep(10 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		require.Empty(t, by, "reconciles before the previous process's Lease expired")
+		mu.Unlock()
+
+		time.Sleep(30 * time.Second)
+		synctest.Wait()
+		mu.Lock()
+		require.Equal(t, map[string]int{"new": 1}, by, "reconciles once it expired")
+		mu.Unlock()
+		require.Equal(t, "replica-1", holder(f.lease(t)))
+		require.NoError(t, s.stop(t))
+	})
+}
+
+// leaseVersions gives the fake's Leases the API server's optimistic
+// concurrency: each write bumps a Lease's resourceVersion, and an update
+// naming another one is refused with a Conflict, as client-go's elector's
+// renewal from its last read is once another process wrote the Lease.
+func (f *fakeCluster) leaseVersions() {
+	var mu sync.Mutex
+	n := 0
+	f.kube.PrependReactor("*", "leases", func(action clienttesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		a, ok := action.(clienttesting.CreateAction) // an update's too
+		if !ok {
+			return false, nil, nil
+		}
+		switch action.GetVerb() {
+		case "create":
+			l := a.GetObject().(*coordinationv1.Lease).DeepCopy()
+			n++
+			l.ResourceVersion = strconv.Itoa(n)
+			return true, l, f.kube.Tracker().Create(coordinationv1.SchemeGroupVersion.WithResource("leases"), l, l.Namespace)
+		case "update":
+			l := a.GetObject().(*coordinationv1.Lease).DeepCopy()
+			old, err := f.kube.Tracker().Get(coordinationv1.SchemeGroupVersion.WithResource("leases"), l.Namespace, l.Name)
+			if err != nil {
+				return true, nil, err
+			}
+			if l.ResourceVersion != old.(*coordinationv1.Lease).ResourceVersion {
+				return true, nil, apierrors.NewConflict(coordinationv1.Resource("leases"), l.Name, nil)
+			}
+			n++
+			l.ResourceVersion = strconv.Itoa(n)
+			return true, l, f.kube.Tracker().Update(coordinationv1.SchemeGroupVersion.WithResource("leases"), l, l.Namespace)
+		}
+		return false, nil, nil
+	})
+}
+
+func TestALeaderThatSeesItsLeaseRenewedByAnotherProcessWithItsIdentityLosesIt(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		f.leaseVersions()
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				return Result[widgetStatus]{}, nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		require.Equal(t, "replica-1", holder(f.lease(t)))
+
+		// Another process of its identity renews the Lease, as one that
+		// took it while this one was paused past LeaseDuration would.
+		l := f.lease(t)
+		now := metav1.NewMicroTime(time.Now().Add(time.Second))
+		l.Spec.RenewTime = &now
+		_, err := f.kube.CoordinationV1().Leases(leaseNamespace).Update(context.Background(), l, metav1.UpdateOptions{})
+		require.NoError(t, err)
+		renewed := time.Now()
+		<-s.done
+		require.ErrorIs(t, s.err, ErrLostLeadership)
+		// At its next renewal, refused as a Conflict, and the Get after it:
+		// a RetryPeriod (2s) jittered by up to 1.2 of it, well before its
+		// RenewDeadline (10s) runs out, which is how it would stop if it
+		// took the Lease as another replica's.
+		require.Less(t, time.Since(renewed), 5*time.Second, "the Lease lost after another process renewed it")
 		require.NoError(t, c.Shutdown(context.Background()))
 	})
 }

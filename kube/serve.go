@@ -185,6 +185,10 @@ func (w *workers) run(ctx, workCtx context.Context, l *lease, unserved <-chan er
 		return nil
 	case err := <-unserved:
 		return err
+	case <-l.ctx.Done():
+		// Lost before it led: another process holds the Lease with this
+		// replica's identity.
+		return context.Cause(l.ctx)
 	case <-l.started:
 	}
 	// A replica that takes the Lease with a stale cache could undo newer
