@@ -25,10 +25,10 @@ import (
 // errLeaseExpired and errOtherHolder are why a replica stopped working: the
 // cause of its lead context.
 var (
-	errLeaseExpired = errors.New("kube: the Lease was not renewed within RenewDeadline")
-	errOtherHolder  = errors.New("kube: another replica holds the Lease")
-	errRenewFailed  = errors.New("kube: client-go's elector stopped renewing the Lease")
-	errNotLeading   = errors.New("kube: the replica doesn't hold the Lease")
+	errLeaseExpired       = errors.New("kube: the Lease was not renewed within RenewDeadline")
+	errOtherHolder        = errors.New("kube: another replica holds the Lease")
+	errRenewFailed        = errors.New("kube: client-go's elector stopped renewing the Lease")
+	errNotLeading         = errors.New("kube: the replica doesn't hold the Lease")
 	errLeaderSameIdentity = errors.New("kube: another process holds the Lease with this replica's LeaderElection.Identity")
 )
 
