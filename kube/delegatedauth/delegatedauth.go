@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"go.opentelemetry.io/contrib/bridges/otelslog"
+	"golang.org/x/sync/singleflight"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -139,6 +140,11 @@ type handler struct {
 	reviews   authorizationv1.SubjectAccessReviewInterface
 	users     *cache.LRUExpireCache // a token's SHA-256 -> *authnv1.UserInfo, nil when not authenticated
 	decisions *cache.LRUExpireCache // a SubjectAccessReviewSpec's JSON's SHA-256 -> allowed
+	// reviewing merges concurrent reviews of one token, or of one spec,
+	// into one, as k8s.io/apiserver's cached token authenticator does:
+	// a scrape's burst of requests with a new token sends one
+	// TokenReview, not one a request.
+	reviewing singleflight.Group
 	next      http.Handler
 	log       *slog.Logger
 }
@@ -194,21 +200,29 @@ func (h *handler) authenticate(ctx context.Context, token string) (*authnv1.User
 	if v, ok := h.users.Get(key); ok {
 		return v.(*authnv1.UserInfo), nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, ReviewTimeout)
-	defer cancel()
-	review, err := h.tokens.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	v, err, _ := h.reviewing.Do("token "+string(key[:]), func() (any, error) {
+		// Shared by every caller waiting on it: not ended by the first
+		// caller's going away, and bounded by ReviewTimeout.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReviewTimeout)
+		defer cancel()
+		review, err := h.tokens.Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+		if err != nil {
+			return nil, err
+		}
+		var user *authnv1.UserInfo
+		if review.Status.Authenticated {
+			user = &review.Status.User
+			if !slices.Contains(user.Groups, authenticatedGroup) {
+				user.Groups = append(user.Groups, authenticatedGroup)
+			}
+		}
+		h.users.Add(key, user, TokenCacheTTL)
+		return user, nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	var user *authnv1.UserInfo
-	if review.Status.Authenticated {
-		user = &review.Status.User
-		if !slices.Contains(user.Groups, authenticatedGroup) {
-			user.Groups = append(user.Groups, authenticatedGroup)
-		}
-	}
-	h.users.Add(key, user, TokenCacheTTL)
-	return user, nil
+	return v.(*authnv1.UserInfo), nil
 }
 
 // authorize returns whether the API server allows user verb on the
@@ -238,19 +252,25 @@ func (h *handler) authorize(ctx context.Context, user *authnv1.UserInfo, verb, p
 	if v, ok := h.decisions.Get(key); ok {
 		return v.(bool), nil
 	}
-	ctx, cancel := context.WithTimeout(ctx, ReviewTimeout)
-	defer cancel()
-	review, err := h.reviews.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+	v, err, _ := h.reviewing.Do("access "+string(key[:]), func() (any, error) {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ReviewTimeout)
+		defer cancel()
+		review, err := h.reviews.Create(ctx, &authzv1.SubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
+		if err != nil {
+			return false, err
+		}
+		if review.Status.EvaluationError != "" && !review.Status.Allowed && !review.Status.Denied {
+			h.log.DebugContext(ctx, "delegatedauth: the SubjectAccessReview's evaluation error", "user", user.Username, "error", review.Status.EvaluationError)
+		}
+		ttl := DenyCacheTTL
+		if review.Status.Allowed {
+			ttl = AllowCacheTTL
+		}
+		h.decisions.Add(key, review.Status.Allowed, ttl)
+		return review.Status.Allowed, nil
+	})
 	if err != nil {
 		return false, err
 	}
-	if review.Status.EvaluationError != "" && !review.Status.Allowed && !review.Status.Denied {
-		h.log.DebugContext(ctx, "delegatedauth: the SubjectAccessReview's evaluation error", "user", user.Username, "error", review.Status.EvaluationError)
-	}
-	ttl := DenyCacheTTL
-	if review.Status.Allowed {
-		ttl = AllowCacheTTL
-	}
-	h.decisions.Add(key, review.Status.Allowed, ttl)
-	return review.Status.Allowed, nil
+	return v.(bool), nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -35,12 +36,16 @@ type fakeAPIServer struct {
 	reviews  map[string]int
 	lastSAR  authzv1.SubjectAccessReviewSpec
 	failSARs bool
+	latency  time.Duration // how long each review takes, one at a time
 }
 
 func (f *fakeAPIServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
-	defer f.mu.Unlock()
 	f.reviews[r.URL.Path]++
+	f.mu.Unlock()
+	time.Sleep(f.latency) // an API server's latency, not a wait for an event
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	w.Header().Set("Content-Type", "application/json")
 	switch r.URL.Path {
 	case "/apis/authentication.k8s.io/v1/tokenreviews":
@@ -223,4 +228,25 @@ func TestHandlerNamesEveryNilArgument(t *testing.T) {
 	require.EqualError(t, err, "delegatedauth: Handler was given a nil Setup\n"+
 		"delegatedauth: Handler was given a nil Client: make it with kube.NewClient\n"+
 		"delegatedauth: Handler was given a nil handler")
+}
+
+func TestConcurrentRequestsWithOneNewTokenSendOneReviewOfEachKind(t *testing.T) {
+	// A scrape's burst, or many scrapers with one token: without merging,
+	// 50 requests with one new token sent 47 TokenReviews and 35
+	// SubjectAccessReviews. Each request either joins the review in
+	// flight or finds its answer cached.
+	api := &fakeAPIServer{reviews: map[string]int{}, latency: 200 * time.Millisecond}
+	srv, _ := serve(t, api)
+	defer http.DefaultClient.CloseIdleConnections()
+	var wg sync.WaitGroup
+	codes := make([]int, 50)
+	for i := range codes {
+		wg.Go(func() { codes[i], _ = get(t, srv.URL+"/metrics", "reader-token") })
+	}
+	wg.Wait()
+	for i, code := range codes {
+		require.Equal(t, http.StatusOK, code, "request %d", i)
+	}
+	require.Equal(t, 1, api.count(tokenReviews), "TokenReviews")
+	require.Equal(t, 1, api.count(accessReview), "SubjectAccessReviews")
 }

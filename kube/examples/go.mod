@@ -38,6 +38,7 @@ require (
 	github.com/monochromegane/go-gitignore v0.0.0-20200626010858-205db1a8cc00 // indirect
 	github.com/prometheus/otlptranslator v1.0.0 // indirect
 	github.com/xlab/treeprint v1.2.0 // indirect
+	golang.org/x/sync v0.23.0 // indirect
 )
 
 require (
