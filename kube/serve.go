@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -175,10 +176,9 @@ type workers struct {
 	wg       sync.WaitGroup
 }
 
-// run waits for the Lease, and for the caches to catch up, then starts the
-// workers, whose context carries l, and returns once ctx ends (nil), the
-// Lease is lost (nil: lead reports it), or the resource is unserved (its
-// error).
+// run waits for the Lease, then works (see work), with workers whose
+// context carries l. Lost before it led, it returns why: another process
+// holds the Lease with this replica's identity.
 func (w *workers) run(ctx, workCtx context.Context, l *lease, unserved <-chan error) error {
 	select {
 	case <-ctx.Done():
@@ -186,25 +186,31 @@ func (w *workers) run(ctx, workCtx context.Context, l *lease, unserved <-chan er
 	case err := <-unserved:
 		return err
 	case <-l.ctx.Done():
-		// Lost before it led: another process holds the Lease with this
-		// replica's identity.
 		return context.Cause(l.ctx)
 	case <-l.started:
 	}
-	// A replica that takes the Lease with a stale cache could undo newer
-	// writes: it works only once its caches have caught up.
+	return w.work(ctx, workCtx, l.ctx, "took the Lease", unserved)
+}
+
+// work waits for the caches to catch up, then starts the workers, and
+// returns once ctx ends (nil), lost ends (nil: the caller reports the lost
+// Lease), or the resource is unserved (its error). A replica that starts
+// work on a stale cache could undo newer writes. what is how the replica
+// came to work, "took the Lease" or "joined its members", for the error
+// and the log record.
+func (w *workers) work(ctx, workCtx, lost context.Context, what string, unserved <-chan error) error {
 	caughtUp, cancel := context.WithCancel(ctx)
-	defer context.AfterFunc(l.ctx, cancel)()
+	defer context.AfterFunc(lost, cancel)()
 	took := time.Now()
 	err := w.c.catchUp(caughtUp, w.caches)
 	cancel()
 	if err != nil {
-		if ctx.Err() != nil || l.ctx.Err() != nil {
+		if ctx.Err() != nil || lost.Err() != nil {
 			return nil
 		}
-		return fmt.Errorf("kube: controller %s took the Lease: %w", w.c.settings.Name, err)
+		return fmt.Errorf("kube: controller %s %s: %w", w.c.settings.Name, what, err)
 	}
-	w.c.tel.log.InfoContext(ctx, "took the lease; the caches caught up", "controller", w.c.settings.Name, "after", time.Since(took).Round(time.Millisecond).String())
+	w.c.tel.log.InfoContext(ctx, strings.ToLower(what)+"; the caches caught up", "controller", w.c.settings.Name, "after", time.Since(took).Round(time.Millisecond).String())
 	lister := w.caches.resource.GetIndexer()
 	for range w.c.settings.Workers {
 		w.wg.Go(func() { w.c.worker(workCtx, w.caches.queue, lister, w.stopping) })
@@ -214,7 +220,7 @@ func (w *workers) run(ctx, workCtx context.Context, l *lease, unserved <-chan er
 		return nil
 	case err := <-unserved:
 		return err
-	case <-l.ctx.Done():
+	case <-lost.Done():
 		return nil
 	}
 }

@@ -861,7 +861,7 @@ func (c *Controller) serveShard(ctx, workCtx context.Context, cs *caches, unserv
 	spawn(m.run)
 
 	w := &workers{c: c, caches: cs, stopping: make(chan struct{})}
-	err = c.shardWork(ctx, context.WithValue(workCtx, leaseKey{}, m), w, m, unserved)
+	err = w.work(ctx, context.WithValue(workCtx, leaseKey{}, m), m.ctx, "joined its members", unserved)
 	w.stop()
 	stopBg()
 	bg.Wait()
@@ -871,32 +871,4 @@ func (c *Controller) serveShard(ctx, workCtx context.Context, cs *caches, unserv
 	}
 	m.leave(ctx)
 	return err
-}
-
-// shardWork waits for the caches to catch up, starts the workers, and
-// returns once ctx ends (nil), the Lease is lost (nil), or the resource is
-// unserved (its error).
-func (c *Controller) shardWork(ctx, workCtx context.Context, w *workers, m *member, unserved <-chan error) error {
-	caughtUp, cancel := context.WithCancel(ctx)
-	defer context.AfterFunc(m.ctx, cancel)()
-	err := c.catchUp(caughtUp, w.caches)
-	cancel()
-	if err != nil {
-		if ctx.Err() != nil || m.ctx.Err() != nil {
-			return nil
-		}
-		return fmt.Errorf("kube: controller %s joined its members: %w", c.settings.Name, err)
-	}
-	lister := w.caches.resource.GetIndexer()
-	for range c.settings.Workers {
-		w.wg.Go(func() { c.worker(workCtx, w.caches.queue, lister, w.stopping) })
-	}
-	select {
-	case <-ctx.Done():
-		return nil
-	case err := <-unserved:
-		return err
-	case <-m.ctx.Done():
-		return nil
-	}
 }
