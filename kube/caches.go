@@ -74,7 +74,7 @@ func (c *Controller) startCaches(ctx context.Context, unserved chan<- error) (*c
 		if err == nil {
 			c.cache(o.gvr, inf)
 		}
-		errs = append(errs, add(inf, err, h, c.ownerHandler(cs.queue)))
+		errs = append(errs, add(inf, err, h, c.ownerHandler(cs.queue, o.gvr.GroupResource())))
 	}
 	if err := errors.Join(errs...); err == nil {
 		// Watches' informers keep no watch health: nil.

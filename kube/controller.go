@@ -88,6 +88,9 @@ type Controller struct {
 	// own keeps the controller's own applies from queueing their objects
 	// again (ownwrites.go).
 	own ownWrites
+	// ownedWrites keeps the Reconciler's writes to owned resources from
+	// queueing their owners again (ownedwrites.go).
+	ownedWrites ownWrites
 	// typed is the part of a reconcile that knows the object's Go type
 	// (reconcile.go).
 	typed typedReconciler

@@ -69,19 +69,12 @@ func NewLister[T any](c *Controller, gvr schema.GroupVersionResource) (Lister[T]
 // read what its Controller watches without holding the Controller. It
 // returns NewLister's errors, and an error if ctx is no reconcile's.
 func ListerFrom[T any](ctx context.Context, gvr schema.GroupVersionResource) (Lister[T], error) {
-	c, ok := ctx.Value(controllerKey{}).(*Controller)
-	if !ok {
+	r, ok := ctx.Value(reconcilingKey{}).(reconciling)
+	c := r.c
+	if !ok || c == nil {
 		return Lister[T]{}, fmt.Errorf("kube: ListerFrom %s: the context is no reconcile's, so it names no Controller: use NewLister", gvr)
 	}
 	return NewLister[T](c, gvr)
-}
-
-// controllerKey is the reconcile's context key of its Controller.
-type controllerKey struct{}
-
-// withController returns ctx carrying c, for ListerFrom.
-func withController(ctx context.Context, c *Controller) context.Context {
-	return context.WithValue(ctx, controllerKey{}, c)
 }
 
 // Get returns a copy of the object named name in namespace ("" for a

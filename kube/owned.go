@@ -38,19 +38,42 @@ func (p ownsPart) check() error {
 	return err
 }
 
-// ownerHandler queues the owner of every owned resource that changes,
-// added, updated or deleted, when its controller owner reference names the
-// controller's group and kind.
-func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string]) cache.ResourceEventHandler {
-	enqueue := func(obj any) {
-		if key, ok := c.ownerKey(obj); ok {
-			queue.Add(key)
+// ownerHandler queues the owner of every object of the owned resource gr
+// that changes, added, updated or deleted, when its controller owner
+// reference names the controller's group and kind. An add or update whose
+// object is what a write of the owner's own reconcile returned isn't
+// queued (ownedwrites.go).
+func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr schema.GroupResource) cache.ResourceEventHandler {
+	changed := func(obj any) {
+		owner, ok := c.ownerKey(obj)
+		if !ok {
+			return
 		}
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			queue.Add(owner)
+			return
+		}
+		c.ownedWrites.changed(ownedWriteKey(owner, gr, m.GetNamespace(), m.GetName()),
+			objectVersion{uid: m.GetUID(), resourceVersion: m.GetResourceVersion()},
+			func(string) { queue.Add(owner) })
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
-		DeleteFunc: enqueue,
+		AddFunc:    changed,
+		UpdateFunc: func(_, obj any) { changed(obj) },
+		DeleteFunc: func(obj any) {
+			owner, ok := c.ownerKey(obj)
+			if !ok {
+				return
+			}
+			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = tomb.Obj
+			}
+			if m, err := meta.Accessor(obj); err == nil {
+				c.ownedWrites.deleted(ownedWriteKey(owner, gr, m.GetNamespace(), m.GetName()))
+			}
+			queue.Add(owner)
+		},
 	}
 }
 

@@ -53,7 +53,7 @@ func (c *Controller) worker(ctx context.Context, queue workqueue.TypedRateLimiti
 // reconcile reconciles the object under key inside the reconcile's root
 // span, and settles key by the outcome.
 func (c *Controller) reconcile(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], lister cache.Indexer, key string) {
-	ctx, rec := c.tel.startReconcile(withController(ctx, c), c.kind, key)
+	ctx, rec := c.tel.startReconcile(withReconciling(ctx, c, key), c.kind, key)
 	ctx = c.withRecorder(ctx)
 	after, err := c.reconcileKey(ctx, lister, key)
 	c.settle(ctx, queue, lister, key, rec, after, err)

@@ -114,6 +114,7 @@ func newTransport(s *humus.Setup, c Connection) (*transport, error) {
 		t.tokens = newTokenSource(c.Token, tel.LoggerProvider.Logger(instrumentationScope))
 		next = &bearer{tokens: t.tokens, next: base}
 	}
+	next = ownedWritesTransport{next: next}
 	// With no-op providers and a propagator of no fields, otelhttp would
 	// record nothing and inject nothing, and yet cost CPU on every request
 	// (its attributes, its request clone and body wrapper). So it is left

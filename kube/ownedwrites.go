@@ -1,0 +1,259 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net/http"
+	"strings"
+
+	gojson "github.com/goccy/go-json"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// The Reconciler's writes to the resources its controller Owns don't come
+// back as work either. A Reconciler applies its Deployment and reads the
+// Deployment the apply returns; the informer then hands that same
+// Deployment back, and Owns would queue its owner to be reconciled again,
+// only to apply the same Deployment once more: a second reconcile and a
+// second write an object, for nothing (issue 13 measured 998 such writes
+// after 1,000 Memcacheds had converged).
+//
+// So the Client's transport notes each write a reconcile makes to an
+// owned resource, through any client-go client built on Client.Config: a
+// PATCH (a server-side apply among them), a PUT or a POST, of the object or
+// its status. When the API server answers 2xx with a JSON object, the
+// object's uid and resourceVersion are the reconcile's own write, kept under
+// the key of the owner being reconciled. Owns' event of that exact
+// version, for that owner, isn't queued; any other is, a change that lands
+// between the write and its event included, since it has a
+// resourceVersion of its own. The Reconciler saw what its write returned,
+// so the version it returned is no news to it. ownWrites holds an owned
+// object's events while a write to it is in flight, as it does the
+// resource's, since an event can come before its write's response does.
+//
+// A write made through a client that isn't built on Client.Config, or with
+// a context that isn't the reconcile's, or whose answer isn't JSON (a
+// client asking for protobuf), isn't seen, and its event queues its owner
+// as before.
+
+// reconcilingKey is the reconcile's context key of what it reconciles.
+type reconcilingKey struct{}
+
+// reconciling is what a reconcile's context carries: its Controller, for
+// ListerFrom, and the key it reconciles, for its owned writes.
+type reconciling struct {
+	c   *Controller
+	key string
+}
+
+// withReconciling returns ctx carrying c and the key it reconciles.
+func withReconciling(ctx context.Context, c *Controller, key string) context.Context {
+	return context.WithValue(ctx, reconcilingKey{}, reconciling{c: c, key: key})
+}
+
+// ownedWritesTransport is the transport's layer that notes a reconcile's
+// writes to owned resources: a request whose context carries no reconcile,
+// or isn't a write, passes through untouched.
+type ownedWritesTransport struct{ next http.RoundTripper }
+
+func (t ownedWritesTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	r, ok := req.Context().Value(reconcilingKey{}).(reconciling)
+	if !ok || r.c == nil || (req.Method != http.MethodPatch && req.Method != http.MethodPut && req.Method != http.MethodPost) {
+		return t.next.RoundTrip(req)
+	}
+	w, ok := r.c.ownedWrite(r.key, req)
+	if !ok {
+		return t.next.RoundTrip(req)
+	}
+	// A POST names its object in its body, not its path: its key is known
+	// only from the answer, so its events aren't held meanwhile.
+	if w.name != "" {
+		r.c.ownedWrites.writing(w.key(w.name))
+	}
+	resp, err := t.next.RoundTrip(req)
+	got := writtenObject(resp, err)
+	if got != nil {
+		// Only an object the reconciled owner controls: Owns' events of
+		// any other queue their own controller, and a write kept for them
+		// would never be matched.
+		if owner, ok := r.c.ownerKey(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+			Namespace: got.Metadata.Namespace, OwnerReferences: got.Metadata.OwnerReferences,
+		}}); !ok || owner != r.key {
+			got = nil
+		}
+	}
+	switch {
+	case w.name != "":
+		r.c.ownedWrites.wrote(w.key(w.name), got.version(w.namespace, w.name))
+	case got != nil && got.Metadata.Name != "" && got.Metadata.Namespace == w.namespace:
+		key := w.key(got.Metadata.Name)
+		r.c.ownedWrites.writing(key)
+		r.c.ownedWrites.wrote(key, got.version(w.namespace, got.Metadata.Name))
+	}
+	return resp, err
+}
+
+// ownedWriteTarget is a write to an owned resource, as its request's path
+// names it, by the reconcile of owner.
+type ownedWriteTarget struct {
+	owner     string
+	gr        schema.GroupResource
+	namespace string
+	name      string // "" for a POST
+}
+
+// key is the ownWrites key of the object name of w's resource and
+// namespace, written by w's owner's reconcile: Owns' handler builds the
+// same from an event's object and its controller owner reference.
+func (w ownedWriteTarget) key(name string) string {
+	return ownedWriteKey(w.owner, w.gr, w.namespace, name)
+}
+
+// ownedWriteKey is the ownWrites key of an owned object: its owner's key,
+// its resource, and its namespace and name. Versions of one resource name
+// one object, so the version is left out.
+func ownedWriteKey(owner string, gr schema.GroupResource, namespace, name string) string {
+	return owner + "\x00" + gr.String() + "\x00" + namespace + "/" + name
+}
+
+// ownedWrite reports whether req, made by the reconcile of owner, writes
+// an object of a resource the controller Owns, or its status, and which.
+// It reads the path as the API server's request info does:
+// /api/v1/[namespaces/NS/]RESOURCE[/NAME[/status]] for the core group,
+// /apis/GROUP/VERSION/... for the others, after any prefix of Host's.
+func (c *Controller) ownedWrite(owner string, req *http.Request) (ownedWriteTarget, bool) {
+	if req.URL == nil || len(c.owns) == 0 {
+		return ownedWriteTarget{}, false
+	}
+	p := req.URL.Path
+	var gv []string
+	var rest string
+	if i := strings.Index(p, "/api/"); i >= 0 && (strings.Index(p, "/apis/") < 0 || i < strings.Index(p, "/apis/")) {
+		parts := strings.SplitN(p[i+len("/api/"):], "/", 2)
+		if len(parts) < 2 {
+			return ownedWriteTarget{}, false
+		}
+		gv, rest = []string{"", parts[0]}, parts[1]
+	} else if i := strings.Index(p, "/apis/"); i >= 0 {
+		parts := strings.SplitN(p[i+len("/apis/"):], "/", 3)
+		if len(parts) < 3 {
+			return ownedWriteTarget{}, false
+		}
+		gv, rest = parts[:2], parts[2]
+	} else {
+		return ownedWriteTarget{}, false
+	}
+	segs := strings.Split(rest, "/")
+	w := ownedWriteTarget{owner: owner}
+	if len(segs) >= 3 && segs[0] == "namespaces" {
+		w.namespace, segs = segs[1], segs[2:]
+	}
+	switch {
+	case len(segs) == 1 && req.Method == http.MethodPost:
+	case len(segs) == 2 && req.Method != http.MethodPost, len(segs) == 3 && segs[2] == "status" && req.Method != http.MethodPost:
+		w.name = segs[1]
+	default:
+		return ownedWriteTarget{}, false
+	}
+	w.gr = schema.GroupResource{Group: gv[0], Resource: segs[0]}
+	for _, o := range c.owns {
+		if o.gvr.Group == w.gr.Group && o.gvr.Resource == w.gr.Resource {
+			return w, w.name != "" || req.Method == http.MethodPost
+		}
+	}
+	return ownedWriteTarget{}, false
+}
+
+// writtenMetadata is what a write's answer tells of the object written:
+// its metadata.
+type writtenMetadata struct {
+	Metadata metav1.ObjectMeta
+}
+
+// version is the object version w names, or nil if w is nil or names
+// another object than namespace/name.
+func (w *writtenMetadata) version(namespace, name string) *objectVersion {
+	if w == nil || w.Metadata.Name != name || w.Metadata.Namespace != namespace || w.Metadata.ResourceVersion == "" {
+		return nil
+	}
+	return &objectVersion{uid: w.Metadata.UID, resourceVersion: w.Metadata.ResourceVersion}
+}
+
+// The media types of a write's answer that writtenObject reads: client-go's
+// typed clients ask for protobuf (rest.CodecFactoryForGeneratedClient),
+// its dynamic client and a custom resource's answers are JSON.
+const (
+	mediaTypeJSON     = "application/json"
+	mediaTypeProtobuf = "application/vnd.kubernetes.protobuf"
+)
+
+// protobufPrefix begins every protobuf answer of the API server's, before
+// its runtime.Unknown envelope (apimachinery's
+// pkg/runtime/serializer/protobuf).
+var protobufPrefix = []byte("k8s\x00")
+
+// writtenObject reads the metadata of the object a write's answer holds,
+// and gives resp a body that reads as the answer did: its bytes, and then
+// any error reading them ended in. It returns nil for a failed request, an
+// answer other than 2xx, one that is neither JSON nor protobuf, or one
+// that doesn't decode.
+func writtenObject(resp *http.Response, err error) *writtenMetadata {
+	if err != nil || resp == nil || resp.Body == nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return nil
+	}
+	ct := resp.Header.Get("Content-Type")
+	isJSON, isProtobuf := strings.HasPrefix(ct, mediaTypeJSON), strings.HasPrefix(ct, mediaTypeProtobuf)
+	if !isJSON && !isProtobuf {
+		return nil
+	}
+	b, readErr := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	var body io.Reader = bytes.NewReader(b)
+	if readErr != nil {
+		body = io.MultiReader(body, errReader{readErr})
+	}
+	resp.Body = io.NopCloser(body)
+	if readErr != nil {
+		return nil
+	}
+	var w writtenMetadata
+	if isJSON {
+		// Only the fields read: the managed fields are often the larger
+		// part of the metadata.
+		var j struct {
+			Metadata struct {
+				Name            string                  `json:"name"`
+				Namespace       string                  `json:"namespace"`
+				UID             types.UID               `json:"uid"`
+				ResourceVersion string                  `json:"resourceVersion"`
+				OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
+			} `json:"metadata"`
+		}
+		if gojson.Unmarshal(b, &j) != nil {
+			return nil
+		}
+		w.Metadata = metav1.ObjectMeta{Name: j.Metadata.Name, Namespace: j.Metadata.Namespace, UID: j.Metadata.UID,
+			ResourceVersion: j.Metadata.ResourceVersion, OwnerReferences: j.Metadata.OwnerReferences}
+		return &w
+	}
+	// Every Kubernetes object's message has its ObjectMeta as field 1, as
+	// PartialObjectMetadata's has, and the generated Unmarshal skips the
+	// fields it doesn't know.
+	var envelope runtime.Unknown
+	var m metav1.PartialObjectMetadata
+	if !bytes.HasPrefix(b, protobufPrefix) || envelope.Unmarshal(b[len(protobufPrefix):]) != nil || m.Unmarshal(envelope.Raw) != nil {
+		return nil
+	}
+	w.Metadata = m.ObjectMeta
+	return &w
+}
+
+// errReader returns err from every Read.
+type errReader struct{ err error }
+
+func (e errReader) Read([]byte) (int, error) { return 0, e.err }

@@ -1,0 +1,200 @@
+package kube
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
+	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/util/workqueue"
+	"k8s.io/utils/ptr"
+)
+
+// ownsConfigMaps is a Widget controller that Owns ConfigMaps and
+// Deployments, as far as ownedWrite and ownerHandler read it.
+func ownsConfigMaps() *Controller {
+	return &Controller{group: "test.example.com", kind: "Widget", scope: Namespaced, owns: []informerSpec{
+		{gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}},
+		{gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}},
+	}}
+}
+
+func TestOwnedWriteReadsTheAPIServersPaths(t *testing.T) {
+	c := ownsConfigMaps()
+	for _, tc := range []struct {
+		method, path string
+		want         string // the key, or "" for no owned write; "POST" for a POST to a namespace
+	}{
+		{http.MethodPatch, "/api/v1/namespaces/team-a/configmaps/w1", ownedWriteKey("team-a/w1", schema.GroupResource{Resource: "configmaps"}, "team-a", "w1")},
+		{http.MethodPut, "/api/v1/namespaces/team-a/configmaps/w1/status", ownedWriteKey("team-a/w1", schema.GroupResource{Resource: "configmaps"}, "team-a", "w1")},
+		{http.MethodPatch, "/apis/apps/v1/namespaces/team-a/deployments/w1", ownedWriteKey("team-a/w1", schema.GroupResource{Group: "apps", Resource: "deployments"}, "team-a", "w1")},
+		{http.MethodPatch, "/prefix/apis/apps/v2/namespaces/team-a/deployments/w1", ownedWriteKey("team-a/w1", schema.GroupResource{Group: "apps", Resource: "deployments"}, "team-a", "w1")},
+		{http.MethodPost, "/api/v1/namespaces/team-a/configmaps", "POST"},
+		{http.MethodPatch, "/apis/apps/v1/namespaces/team-a/deployments/w1/scale", ""},
+		{http.MethodPatch, "/api/v1/namespaces/team-a/secrets/w1", ""},
+		{http.MethodPatch, "/apis/extensions.example.com/v1/namespaces/team-a/deployments/w1", ""},
+		{http.MethodPatch, "/api/v1/namespaces/team-a/configmaps", ""},
+		{http.MethodPost, "/api/v1/namespaces/team-a/configmaps/w1", ""},
+		{http.MethodPatch, "/version", ""},
+	} {
+		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
+			w, ok := c.ownedWrite("team-a/w1", &http.Request{Method: tc.method, URL: &url.URL{Path: tc.path}})
+			switch tc.want {
+			case "":
+				require.False(t, ok)
+			case "POST":
+				require.True(t, ok)
+				require.Empty(t, w.name)
+				require.Equal(t, "team-a", w.namespace)
+			default:
+				require.True(t, ok)
+				require.Equal(t, tc.want, w.key(w.name))
+			}
+		})
+	}
+}
+
+// answering is a RoundTripper that answers each request with body as JSON,
+// after waiting for proceed when it isn't nil, and records what it was
+// sent.
+type answering struct {
+	body    string
+	proceed chan struct{}
+	started chan struct{}
+}
+
+func (a answering) RoundTrip(req *http.Request) (*http.Response, error) {
+	if a.started != nil {
+		close(a.started)
+	}
+	if a.proceed != nil {
+		<-a.proceed
+	}
+	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(strings.NewReader(a.body)), Request: req}, nil
+}
+
+// configMapOfW1 is the metadata Owns caches of ConfigMap w1 in team-a at
+// resourceVersion rv, controlled by Widget w1.
+func configMapOfW1(rv string) *cachedObject {
+	return newCachedMetadata(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name: "w1", Namespace: "team-a", UID: "cm-uid", ResourceVersion: rv,
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "test.example.com/v1", Kind: "Widget", Name: "w1", UID: "w-uid", Controller: ptr.To(true)}},
+	}})
+}
+
+const configMapAnswer = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"w1","namespace":"team-a","uid":"cm-uid","resourceVersion":"5","annotations":{"resourceVersion":"9"},"ownerReferences":[{"apiVersion":"test.example.com/v1","kind":"Widget","name":"w1","uid":"w-uid","controller":true}]},"data":{"a":"b"}}`
+
+func applyConfigMap(t *testing.T, c *Controller, rt http.RoundTripper, ctx context.Context) {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, "https://api.example.com/api/v1/namespaces/team-a/configmaps/w1?fieldManager=widgets", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	resp, err := ownedWritesTransport{next: rt}.RoundTrip(req)
+	require.NoError(t, err)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.JSONEq(t, configMapAnswer, string(b), "the client reads the answer as the API server sent it")
+}
+
+func TestAnOwnedObjectsEventIsQueuedUnlessItIsWhatItsOwnersReconcileWrote(t *testing.T) {
+	c := ownsConfigMaps()
+	queue := workqueue.NewTyped[string]()
+	defer queue.ShutDown()
+	h := c.ownerHandler(queue, schema.GroupResource{Resource: "configmaps"})
+
+	applyConfigMap(t, c, answering{body: configMapAnswer}, withReconciling(t.Context(), c, "team-a/w1"))
+	h.OnAdd(configMapOfW1("5"), false)
+	require.Zero(t, queue.Len(), "the add of the version the reconcile's apply returned isn't queued")
+
+	h.OnUpdate(configMapOfW1("5"), configMapOfW1("6"))
+	require.Equal(t, 1, queue.Len(), "another change to it is")
+	key, _ := queue.Get()
+	require.Equal(t, "team-a/w1", key)
+	queue.Done(key)
+
+	applyConfigMap(t, c, answering{body: configMapAnswer}, withReconciling(t.Context(), c, "team-a/other"))
+	h.OnUpdate(configMapOfW1("4"), configMapOfW1("5"))
+	require.Equal(t, 1, queue.Len(), "a write by another owner's reconcile is news to this owner")
+	key, _ = queue.Get()
+	queue.Done(key)
+
+	applyConfigMap(t, c, answering{body: configMapAnswer}, t.Context())
+	h.OnUpdate(configMapOfW1("4"), configMapOfW1("5"))
+	require.Equal(t, 1, queue.Len(), "a write made outside a reconcile isn't the controller's own")
+	key, _ = queue.Get()
+	queue.Done(key)
+
+	applyConfigMap(t, c, answering{body: configMapAnswer}, withReconciling(t.Context(), c, "team-a/w1"))
+	h.OnDelete(configMapOfW1("7"))
+	require.Equal(t, 1, queue.Len(), "a deletion is always queued")
+	require.Empty(t, c.ownedWrites.keys, "and forgets the writes of the object deleted")
+}
+
+func TestAnOwnedObjectsEventsAreHeldWhileItsOwnersWriteIsInFlight(t *testing.T) {
+	c := ownsConfigMaps()
+	queue := workqueue.NewTyped[string]()
+	defer queue.ShutDown()
+	h := c.ownerHandler(queue, schema.GroupResource{Resource: "configmaps"})
+
+	rt := answering{body: configMapAnswer, proceed: make(chan struct{}), started: make(chan struct{})}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		applyConfigMap(t, c, rt, withReconciling(t.Context(), c, "team-a/w1"))
+	}()
+	<-rt.started
+	// Both come before the apply's answer: an earlier change of
+	// another's, and the apply's own.
+	h.OnUpdate(configMapOfW1("3"), configMapOfW1("4"))
+	h.OnUpdate(configMapOfW1("4"), configMapOfW1("5"))
+	require.Zero(t, queue.Len(), "held while the write is in flight")
+	close(rt.proceed)
+	<-done
+	require.Equal(t, 1, queue.Len(), "the other change is queued once the write returns, and the write's own isn't")
+	require.Empty(t, c.ownedWrites.keys, "nothing is kept once the write's event has come")
+}
+
+func TestAWriteThatFailsToReadKeepsItsErrorForTheClient(t *testing.T) {
+	broken := errors.New("connection reset")
+	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+		Body: io.NopCloser(io.MultiReader(strings.NewReader(`{"metadata":`), errReader{broken}))}
+	require.Nil(t, writtenObject(resp, nil))
+	b, err := io.ReadAll(resp.Body)
+	require.ErrorIs(t, err, broken)
+	require.Equal(t, `{"metadata":`, string(b))
+}
+
+func TestAWritesAnswerIsReadInProtobufAsClientGosTypedClientsAskForIt(t *testing.T) {
+	cm := &corev1.ConfigMap{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
+		ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "team-a", UID: "cm-uid", ResourceVersion: "5",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "test.example.com/v1", Kind: "Widget", Name: "w1", UID: "w-uid", Controller: ptr.To(true)}}},
+		Data: map[string]string{"a": "b"},
+	}
+	var buf bytes.Buffer
+	require.NoError(t, protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(cm, &buf))
+	sent := buf.Bytes()
+	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/vnd.kubernetes.protobuf"}},
+		Body: io.NopCloser(bytes.NewReader(sent))}
+	got := writtenObject(resp, nil)
+	require.NotNil(t, got)
+	require.Equal(t, &objectVersion{uid: "cm-uid", resourceVersion: "5"}, got.version("team-a", "w1"))
+	require.Equal(t, cm.OwnerReferences, got.Metadata.OwnerReferences)
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, sent, b, "the client reads the answer as the API server sent it")
+
+	resp.Header.Set("Content-Type", "application/cbor")
+	resp.Body = io.NopCloser(bytes.NewReader(sent))
+	require.Nil(t, writtenObject(resp, nil), "an answer neither JSON nor protobuf isn't read")
+}
