@@ -42,11 +42,38 @@ func (c *Controller) applyObject(u *cachedObject) *unstructured.Unstructured {
 func (c *Controller) applyMetadata(ctx context.Context, u *cachedObject, md map[string]any) error {
 	apply := c.applyObject(u)
 	maps.Copy(apply.Object["metadata"].(map[string]any), md)
-	_, err := c.own.apply(u.key(), func() (*unstructured.Unstructured, error) {
-		return c.clients.dynamic.Resource(c.gvr).Namespace(u.namespace).Apply(ctx, u.name, apply,
-			metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true})
+	return c.applyOwn(ctx, u, "", apply)
+}
+
+// applyOwn applies apply to u, or to its subresource ("" for none), by
+// server-side apply under the controller's field manager, forced, as the
+// controller's own write (ownwrites.go). It applies through the
+// cachedClient, which reads only the version of the object the API server
+// returns, or the dynamic client when there is none (client-go's fakes).
+// It returns the API server's error as it is.
+func (c *Controller) applyOwn(ctx context.Context, u *cachedObject, subresource string, apply *unstructured.Unstructured) error {
+	opts := metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true}
+	return c.own.apply(u.key(), func() (*objectVersion, error) {
+		if cc := c.clients.cached; cc != nil {
+			b, err := apply.MarshalJSON()
+			if err != nil {
+				return nil, err
+			}
+			return cc.apply(ctx, c.gvr, u.namespace, u.name, subresource, b, opts)
+		}
+		ri := c.clients.dynamic.Resource(c.gvr).Namespace(u.namespace)
+		var res *unstructured.Unstructured
+		var err error
+		if subresource == "status" {
+			res, err = ri.ApplyStatus(ctx, u.name, apply, opts)
+		} else {
+			res, err = ri.Apply(ctx, u.name, apply, opts)
+		}
+		if err != nil || res == nil {
+			return nil, err
+		}
+		return &objectVersion{uid: res.GetUID(), resourceVersion: res.GetResourceVersion()}, nil
 	})
-	return err
 }
 
 // describe names u in errors, as its kind and namespace/name.

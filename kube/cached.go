@@ -15,17 +15,19 @@ import (
 	"k8s.io/client-go/tools/cache"
 )
 
-// cachedObject is what the controller's informers cache of one object, in
-// place of what the client decoded: the resource's objects as their JSON
-// encoding, without managed fields, beside the metadata the controller reads
-// without decoding them; the owned resources' objects as the metadata Owns
-// reads. An unstructured object holds about 5.7 times its JSON in maps and
+// cachedObject is what the controller's informers cache of one object:
+// the resource's objects as their JSON encoding, without managed fields,
+// beside the metadata the controller reads without decoding them, read
+// straight from the API server's JSON (cachedjson.go), or from an
+// unstructured object (newCachedObject); the owned resources' objects as
+// the metadata Owns reads. An unstructured object holds about 5.7 times its JSON in maps and
 // interfaces (BenchmarkCachedObjectBytes); this holds about its JSON. The
 // reconcile decodes raw into the user's type, which is then the
 // Reconciler's own copy.
 //
 // It is a metav1.Object, so that client-go's key functions, indexers and
-// meta.Accessor read it. It is read-only once cached: its setters set the
+// meta.Accessor read it, and a runtime.Object, so that a reflector takes it
+// from a watch. It is read-only once cached: its setters set the
 // fields it keeps and ignore the others, and its getters of the others
 // return their zero values.
 type cachedObject struct {
@@ -53,6 +55,10 @@ type cachedRare struct {
 	// ownerReferences are an owned resource's, which Owns reads; nil for
 	// the resource's own objects.
 	ownerReferences []metav1.OwnerReference
+
+	// initialEventsEnd is a watch's bookmark's annotation that its initial
+	// events have ended, which client-go's reflector reads.
+	initialEventsEnd bool
 }
 
 // newCachedObject is u as the resource's cache holds it. It removes u's
@@ -284,8 +290,13 @@ func (c *cachedObject) GetDeletionGracePeriodSeconds() *int64 {
 func (c *cachedObject) SetDeletionGracePeriodSeconds(*int64) {}
 func (c *cachedObject) GetLabels() map[string]string         { return nil }
 func (c *cachedObject) SetLabels(map[string]string)          {}
-func (c *cachedObject) GetAnnotations() map[string]string    { return nil }
-func (c *cachedObject) SetAnnotations(map[string]string)     {}
+func (c *cachedObject) GetAnnotations() map[string]string {
+	if c.rare != nil && c.rare.initialEventsEnd {
+		return map[string]string{initialEventsEnd: "true"}
+	}
+	return nil
+}
+func (c *cachedObject) SetAnnotations(map[string]string) {}
 func (c *cachedObject) GetFinalizers() []string {
 	if c.rare == nil {
 		return nil
@@ -319,7 +330,7 @@ func (c *cachedObject) setRare(set func(*cachedRare)) {
 		c.rare = &cachedRare{}
 	}
 	set(c.rare)
-	if c.rare.deletionTimestamp == nil && len(c.rare.finalizers) == 0 && len(c.rare.ownerReferences) == 0 {
+	if c.rare.deletionTimestamp == nil && len(c.rare.finalizers) == 0 && len(c.rare.ownerReferences) == 0 && !c.rare.initialEventsEnd {
 		c.rare = nil
 	}
 }

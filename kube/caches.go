@@ -63,7 +63,7 @@ func (c *Controller) startCaches(ctx context.Context, unserved chan<- error) (*c
 		return nil
 	}
 	var err error
-	cs.resource, err = newResourceInformer(c.clients.dynamic, rw, c.gvr, ns, c.settings.LabelSelector, c.settings.Resync)
+	cs.resource, err = newResourceInformer(c.clients, rw, c.gvr, ns, c.settings.LabelSelector, c.settings.Resync)
 	if err == nil {
 		c.cache(c.gvr, cs.resource)
 	}
@@ -378,6 +378,17 @@ func cachedVersion(indexer cache.Indexer, key string) string {
 func (c *Controller) listVersions(ctx context.Context) (map[string]string, string, error) {
 	versions := map[string]string{}
 	opts := metav1.ListOptions{Limit: 500, LabelSelector: c.settings.LabelSelector}
+	if cc := c.clients.cached; cc != nil {
+		for {
+			listRV, next, err := cc.versions(ctx, c.gvr, c.settings.Namespace, opts, versions)
+			if err != nil {
+				return nil, "", err
+			}
+			if opts.Continue = next; next == "" {
+				return versions, listRV, nil
+			}
+		}
+	}
 	for {
 		l, err := c.clients.dynamic.Resource(c.gvr).Namespace(c.settings.Namespace).List(ctx, opts)
 		if err != nil {

@@ -243,7 +243,7 @@ func TestAWatchIsOpenOnlyFromItsStartUntilItsStopNotOnAListThatSucceeds(t *testi
 			return true, w, err
 		})
 		h := newWatchHealth(widgetGVR.String(), 30*time.Second, nil)
-		inf, err := newResourceInformer(f.dynamic, h, widgetGVR, "", "", 0)
+		inf, err := newResourceInformer(clients{dynamic: f.dynamic}, h, widgetGVR, "", "", 0)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})

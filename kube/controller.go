@@ -118,6 +118,7 @@ var _ humus.Service = (*Controller)(nil)
 // through newController, the unexported seam.
 type clients struct {
 	dynamic  dynamic.Interface    // the resource itself, and its status and finalizer applies
+	cached   *cachedClient        // the resource's list and watch; nil for fakes, which use dynamic
 	metadata metadata.Interface   // the owned resources, through Owns
 	kube     kubernetes.Interface // the Lease
 
@@ -143,10 +144,11 @@ func connect(c *Client) (clients, error) {
 	dyn, err1 := dynamic.NewForConfig(cfg)
 	md, err2 := metadata.NewForConfig(cfg)
 	kc, err3 := kubernetes.NewForConfig(cfg)
-	if err := errors.Join(err1, err2, err3); err != nil {
+	cc, err4 := newCachedClient(cfg)
+	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return clients{}, fmt.Errorf("kube: building the controller's clients: %w", err)
 	}
-	return clients{dynamic: dyn, metadata: md, kube: kc, closeIdle: c.CloseIdleConnections}, nil
+	return clients{dynamic: dyn, cached: cc, metadata: md, kube: kc, closeIdle: c.CloseIdleConnections}, nil
 }
 
 // NewController returns a Controller of r's objects, reconciled by rec. It

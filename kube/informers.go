@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
 )
@@ -22,12 +21,25 @@ import (
 // newResourceInformer is dynamicinformer.NewFilteredDynamicInformer's
 // informer of gvr in namespace ("" for all) of the objects selector selects
 // ("" for all), with detached watches, whose cache holds each object as a
-// *cachedObject with its JSON. A resync of 0 never resyncs. Its lists and
-// watches are recorded in h, unless h is nil.
-func newResourceInformer(client dynamic.Interface, h *watchHealth, gvr schema.GroupVersionResource, namespace, selector string, resync time.Duration) (cache.SharedIndexInformer, error) {
-	ri := client.Resource(gvr).Namespace(namespace)
-	return newInformer(client, h, ri.List, ri.Watch, selector, &unstructured.Unstructured{}, compactObject,
-		cache.SharedIndexInformerOptions{ResyncPeriod: resync, ObjectDescription: gvr.String()})
+// *cachedObject with its JSON. It lists and watches through cl.cached,
+// which reads the JSON straight into cachedObjects, and through
+// cl.dynamic, whose unstructured objects its transform makes
+// cachedObjects, when cl.cached is nil (client-go's fakes). A resync of 0
+// never resyncs. Its lists and watches are recorded in h, unless h is nil.
+func newResourceInformer(cl clients, h *watchHealth, gvr schema.GroupVersionResource, namespace, selector string, resync time.Duration) (cache.SharedIndexInformer, error) {
+	opts := cache.SharedIndexInformerOptions{ResyncPeriod: resync, ObjectDescription: gvr.String()}
+	if cc := cl.cached; cc != nil {
+		return newInformer(cc, h,
+			func(ctx context.Context, o metav1.ListOptions) (*cachedList, error) {
+				return cc.list(ctx, gvr, namespace, o)
+			},
+			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+				return cc.watch(ctx, gvr, namespace, o)
+			},
+			selector, &cachedObject{}, compactObject, opts)
+	}
+	ri := cl.dynamic.Resource(gvr).Namespace(namespace)
+	return newInformer(cl.dynamic, h, ri.List, ri.Watch, selector, &unstructured.Unstructured{}, compactObject, opts)
 }
 
 // newMetadataInformer is metadatainformer.NewFilteredMetadataInformer's

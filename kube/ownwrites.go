@@ -7,7 +7,6 @@ import (
 
 	gojson "github.com/goccy/go-json"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -184,16 +183,15 @@ func (o *ownWrites) tidy(key string, of *ownWritesOf) {
 }
 
 // apply runs do, an apply of key, as the controller's own write: the event
-// of the object it returns isn't queued.
-func (o *ownWrites) apply(key string, do func() (*unstructured.Unstructured, error)) (*unstructured.Unstructured, error) {
+// of the object version it returns isn't queued.
+func (o *ownWrites) apply(key string, do func() (*objectVersion, error)) error {
 	o.writing(key)
-	res, err := do()
-	var v *objectVersion
-	if err == nil && res != nil {
-		v = &objectVersion{uid: res.GetUID(), resourceVersion: res.GetResourceVersion()}
+	v, err := do()
+	if err != nil {
+		v = nil
 	}
 	o.wrote(key, v)
-	return res, err
+	return err
 }
 
 // onlyStatusOrFinalizersChanged reports whether new differs from old in

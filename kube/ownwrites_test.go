@@ -9,7 +9,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/z5labs/humus"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -18,12 +17,10 @@ type queued []string
 
 func (q *queued) add(key string) { *q = append(*q, key) }
 
-func returns(uid, rv string) func() (*unstructured.Unstructured, error) {
-	return func() (*unstructured.Unstructured, error) {
-		u := &unstructured.Unstructured{Object: map[string]any{}}
-		u.SetUID(types.UID("uid-" + uid))
-		u.SetResourceVersion(rv)
-		return u, nil
+func returns(uid, rv string) func() (*objectVersion, error) {
+	return func() (*objectVersion, error) {
+		v := version(uid, rv)
+		return &v, nil
 	}
 }
 
@@ -34,7 +31,7 @@ func version(uid, rv string) objectVersion {
 func TestTheEventOfTheControllersOwnApplyIsNotQueued(t *testing.T) {
 	var o ownWrites
 	var q queued
-	_, err := o.apply("ns/w1", returns("w1", "2"))
+	err := o.apply("ns/w1", returns("w1", "2"))
 	require.NoError(t, err)
 	o.changed("ns/w1", version("w1", "2"), q.add)
 	require.Empty(t, q)
@@ -47,7 +44,7 @@ func TestTheEventOfTheControllersOwnApplyIsNotQueued(t *testing.T) {
 func TestAChangeLandingAfterTheControllersApplyIsQueued(t *testing.T) {
 	var o ownWrites
 	var q queued
-	_, err := o.apply("ns/w1", returns("w1", "2"))
+	err := o.apply("ns/w1", returns("w1", "2"))
 	require.NoError(t, err)
 	o.changed("ns/w1", version("w1", "2"), q.add)
 	o.changed("ns/w1", version("w1", "3"), q.add)
@@ -57,7 +54,7 @@ func TestAChangeLandingAfterTheControllersApplyIsQueued(t *testing.T) {
 func TestAnEventBeforeItsApplysResponseIsHeldAndDropped(t *testing.T) {
 	var o ownWrites
 	var q queued
-	_, err := o.apply("ns/w1", func() (*unstructured.Unstructured, error) {
+	err := o.apply("ns/w1", func() (*objectVersion, error) {
 		o.changed("ns/w1", version("w1", "2"), q.add) // the apply's own event
 		require.Empty(t, q, "held while the apply is in flight")
 		return returns("w1", "2")()
@@ -70,7 +67,7 @@ func TestAnEventBeforeItsApplysResponseIsHeldAndDropped(t *testing.T) {
 func TestAChangeRacingTheApplyIsQueuedOnceItReturns(t *testing.T) {
 	var o ownWrites
 	var q queued
-	_, err := o.apply("ns/w1", func() (*unstructured.Unstructured, error) {
+	err := o.apply("ns/w1", func() (*objectVersion, error) {
 		o.changed("ns/w1", version("w1", "2"), q.add) // another manager's, before the apply
 		o.changed("ns/w1", version("w1", "3"), q.add) // the apply's own
 		require.Empty(t, q)
@@ -83,7 +80,7 @@ func TestAChangeRacingTheApplyIsQueuedOnceItReturns(t *testing.T) {
 func TestEventsHeldDuringAFailedApplyAreQueued(t *testing.T) {
 	var o ownWrites
 	var q queued
-	_, err := o.apply("ns/w1", func() (*unstructured.Unstructured, error) {
+	err := o.apply("ns/w1", func() (*objectVersion, error) {
 		o.changed("ns/w1", version("w1", "2"), q.add)
 		return nil, errors.New("refused")
 	})
@@ -95,7 +92,7 @@ func TestEventsHeldDuringAFailedApplyAreQueued(t *testing.T) {
 func TestAnotherObjectOfTheSameNameIsQueued(t *testing.T) {
 	var o ownWrites
 	var q queued
-	_, err := o.apply("ns/w1", returns("w1", "2"))
+	err := o.apply("ns/w1", returns("w1", "2"))
 	require.NoError(t, err)
 	o.changed("ns/w1", version("w1-again", "2"), q.add)
 	require.Equal(t, queued{"ns/w1"}, q, "the uid is part of what matches")
@@ -132,7 +129,7 @@ func TestAnotherWritersChangeReturnedByANoOpApplyIsQueued(t *testing.T) {
 	var o ownWrites
 	var q queued
 	annotated := func() bool { return false } // the event changed an annotation
-	_, err := o.apply("ns/w1", func() (*unstructured.Unstructured, error) {
+	err := o.apply("ns/w1", func() (*objectVersion, error) {
 		o.changedFrom("ns/w1", version("w1", "3"), annotated, q.add)
 		return returns("w1", "3")()
 	})
@@ -141,7 +138,7 @@ func TestAnotherWritersChangeReturnedByANoOpApplyIsQueued(t *testing.T) {
 
 	// The same after the apply returned, when the event comes late.
 	q = nil
-	_, err = o.apply("ns/w1", returns("w1", "4"))
+	err = o.apply("ns/w1", returns("w1", "4"))
 	require.NoError(t, err)
 	o.changedFrom("ns/w1", version("w1", "4"), annotated, q.add)
 	require.Equal(t, queued{"ns/w1"}, q)

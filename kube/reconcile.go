@@ -9,8 +9,6 @@ import (
 	"runtime/debug"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 )
@@ -236,11 +234,7 @@ func (c *Controller) applyStatus(ctx context.Context, u *cachedObject, before []
 	}
 	apply := c.applyObject(u)
 	apply.Object["status"] = v
-	_, err = c.own.apply(u.key(), func() (*unstructured.Unstructured, error) {
-		return c.clients.dynamic.Resource(c.gvr).Namespace(u.namespace).ApplyStatus(ctx, u.name, apply,
-			metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true})
-	})
-	if err != nil {
+	if err := c.applyOwn(ctx, u, "status", apply); err != nil {
 		return fmt.Errorf("kube: applying the status of %s: %w", c.describe(u), err)
 	}
 	return nil

@@ -1,0 +1,302 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	jsonserializer "k8s.io/apimachinery/pkg/runtime/serializer/json"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+)
+
+// cachedClient lists and watches a resource's objects as cachedObjects,
+// read from the API server's JSON by cachedFromJSON (cachedjson.go). It is
+// client-go's REST client, as the dynamic client's list and watch use it,
+// with a codec of its own in place of the unstructured one.
+type cachedClient struct {
+	rest rest.Interface
+}
+
+// newCachedClient builds the cachedClient of cfg, the Client's config.
+func newCachedClient(cfg *rest.Config) (*cachedClient, error) {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = runtime.ContentTypeJSON
+	cfg.AcceptContentTypes = runtime.ContentTypeJSON
+	cfg.NegotiatedSerializer = cachedCodec{}
+	rc, err := rest.UnversionedRESTClientFor(cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &cachedClient{rest: rc}, nil
+}
+
+// parameterVersion is the version list and watch options are encoded as,
+// the dynamic client's.
+var parameterVersion = schema.GroupVersion{Version: "v1"}
+
+// path is the path of gvr's objects in namespace, all namespaces for "".
+func path(gvr schema.GroupVersionResource, namespace string) []string {
+	p := []string{"/apis", gvr.Group, gvr.Version}
+	if gvr.Group == "" {
+		p = []string{"/api", gvr.Version}
+	}
+	if namespace != "" {
+		p = append(p, "namespaces", namespace)
+	}
+	return append(p, gvr.Resource)
+}
+
+// list lists gvr's objects in namespace with opts.
+func (c *cachedClient) list(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*cachedList, error) {
+	b, err := body(c.rest.Get().AbsPath(path(gvr, namespace)...).
+		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, parameterVersion).
+		Do(ctx))
+	if err != nil {
+		return nil, err
+	}
+	return cachedListFromJSON(b)
+}
+
+// body is r's body, or its error: the API server's Status as an
+// apierrors.StatusError, as client-go's clients return it.
+func body(r rest.Result) ([]byte, error) {
+	if err := r.Error(); err != nil {
+		return nil, err
+	}
+	return r.Raw()
+}
+
+// versions lists gvr's objects in namespace with opts, and returns each
+// one's resourceVersion by its cache key (namespace/name, or name), the
+// list's resourceVersion, and its continue token.
+func (c *cachedClient) versions(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions, versions map[string]string) (listRV, next string, err error) {
+	b, err := body(c.rest.Get().AbsPath(path(gvr, namespace)...).
+		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, parameterVersion).
+		Do(ctx))
+	if err != nil {
+		return "", "", err
+	}
+	var lm metav1.ListMeta
+	_, err = scanFields(b, scanSpace(b, 0), func(f scannedField) error {
+		switch {
+		case f.is("metadata"):
+			return json.Unmarshal(b[f.valueStart:f.end], &lm)
+		case f.is("items") && string(b[f.valueStart:f.end]) != "null":
+			_, err := scanElements(b, f.valueStart, func(start, end int) error {
+				ns, name, v, err := versionFromJSON(b[start:end])
+				versions[objectKey(ns, name)] = v.resourceVersion
+				return err
+			})
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return "", "", fmt.Errorf("kube: reading a list of %s: %w", gvr, err)
+	}
+	return lm.ResourceVersion, lm.Continue, nil
+}
+
+// apply applies body, an apply configuration's JSON, to the object name of
+// gvr in namespace, or to its subresource ("" for none), with opts, and
+// returns the version of the object the API server returned.
+func (c *cachedClient) apply(ctx context.Context, gvr schema.GroupVersionResource, namespace, name, subresource string, applyJSON []byte, opts metav1.ApplyOptions) (*objectVersion, error) {
+	p := append(path(gvr, namespace), name)
+	if subresource != "" {
+		p = append(p, subresource)
+	}
+	patchOpts := opts.ToPatchOptions()
+	b, err := body(c.rest.Patch(types.ApplyPatchType).AbsPath(p...).
+		SpecificallyVersionedParams(&patchOpts, metav1.ParameterCodec, parameterVersion).
+		Body(applyJSON).Do(ctx))
+	if err != nil {
+		return nil, err
+	}
+	_, _, v, err := versionFromJSON(b)
+	if err != nil {
+		return nil, fmt.Errorf("kube: reading the object an apply to %s %s returned: %w", gvr, objectKey(namespace, name), err)
+	}
+	return &v, nil
+}
+
+// watch watches gvr's objects in namespace with opts.
+func (c *cachedClient) watch(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return c.rest.Get().AbsPath(path(gvr, namespace)...).
+		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, parameterVersion).
+		Watch(ctx)
+}
+
+// cachedList is a list of cachedObjects, as the reflector reads a list:
+// its metadata, and its items.
+type cachedList struct {
+	metav1.TypeMeta
+	metav1.ListMeta
+	Items []*cachedObject
+}
+
+func (l *cachedList) DeepCopyObject() runtime.Object {
+	c := *l
+	c.Items = append([]*cachedObject(nil), l.Items...)
+	return &c
+}
+
+// cachedListFromJSON reads a list's JSON: its metadata, and each item as
+// cachedObjectFromJSON does.
+func cachedListFromJSON(b []byte) (*cachedList, error) {
+	l := &cachedList{}
+	_, err := scanFields(b, scanSpace(b, 0), func(f scannedField) error {
+		switch {
+		case f.is("metadata"):
+			return json.Unmarshal(b[f.valueStart:f.end], &l.ListMeta)
+		case f.is("items") && string(b[f.valueStart:f.end]) != "null":
+			_, err := scanElements(b, f.valueStart, func(start, end int) error {
+				obj, err := cachedObjectFromJSON(b[start:end])
+				if err != nil {
+					return err
+				}
+				c, ok := obj.(*cachedObject)
+				if !ok {
+					return fmt.Errorf("kube: a list's item is a %T", obj)
+				}
+				l.Items = append(l.Items, c)
+				return nil
+			})
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kube: reading a list: %w", err)
+	}
+	return l, nil
+}
+
+// cachedObjectFromJSON is the object whose JSON is b: a *metav1.Status for
+// a Status, as a watch's error event holds, and otherwise a *cachedObject,
+// read by cachedFromJSON or, from JSON it doesn't read, decoded as
+// client-go's dynamic client decodes it and then made a cachedObject as
+// the informer's transform makes one (newCachedObject).
+func cachedObjectFromJSON(b []byte) (runtime.Object, error) {
+	s, err := cachedFromJSON(b)
+	switch {
+	case err == nil && s.status:
+		st := &metav1.Status{}
+		if err := json.Unmarshal(b, st); err != nil {
+			return nil, fmt.Errorf("kube: decoding a Status: %w", err)
+		}
+		return st, nil
+	case err == nil:
+		return s.obj, nil
+	case !errors.Is(err, errNotScanned):
+		return nil, err
+	}
+	u := &unstructured.Unstructured{}
+	if err := u.UnmarshalJSON(b); err != nil {
+		return nil, err
+	}
+	return newCachedObject(u)
+}
+
+// cachedCodec is the cachedClient's serializer of JSON: it decodes a
+// watch's event envelope, metav1.WatchEvent, leaving its object undecoded;
+// an object, as cachedObjectFromJSON does; and a metav1.Status, which the
+// REST client asks of every answer. It encodes nothing: the cachedClient
+// sends no body.
+type cachedCodec struct{}
+
+var _ runtime.NegotiatedSerializer = cachedCodec{}
+
+func (cachedCodec) SupportedMediaTypes() []runtime.SerializerInfo {
+	return []runtime.SerializerInfo{{
+		MediaType:        runtime.ContentTypeJSON,
+		MediaTypeType:    "application",
+		MediaTypeSubType: "json",
+		EncodesAsText:    true,
+		Serializer:       cachedCodec{},
+		StreamSerializer: &runtime.StreamSerializerInfo{
+			EncodesAsText: true,
+			Serializer:    cachedCodec{},
+			Framer:        jsonserializer.Framer,
+		},
+	}}
+}
+
+func (cachedCodec) EncoderForVersion(e runtime.Encoder, _ runtime.GroupVersioner) runtime.Encoder {
+	return e
+}
+
+func (cachedCodec) DecoderToVersion(d runtime.Decoder, _ runtime.GroupVersioner) runtime.Decoder {
+	return d
+}
+
+func (cachedCodec) Encode(obj runtime.Object, _ io.Writer) error {
+	return fmt.Errorf("kube: the cache's client encodes nothing, asked to encode a %T", obj)
+}
+
+func (cachedCodec) Identifier() runtime.Identifier { return "humus-kube-cached-json" }
+
+func (cachedCodec) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.Object) (runtime.Object, *schema.GroupVersionKind, error) {
+	switch into := into.(type) {
+	case *metav1.WatchEvent:
+		// The object's bytes are data's, which the stream decoder reuses
+		// for its next event: they are decoded, and copied, before then
+		// (client-go's rest/watch Decoder).
+		_, err := scanFields(data, scanSpace(data, 0), func(f scannedField) error {
+			switch {
+			case f.is("type"):
+				into.Type = eventType(data[f.valueStart:f.end])
+			case f.is("object"):
+				into.Object.Raw = data[f.valueStart:f.end]
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("kube: reading a watch event: %w", err)
+		}
+		return into, nil, nil
+	case *metav1.Status:
+		s, err := cachedFromJSON(data)
+		if err != nil || !s.status {
+			return nil, nil, errors.New("kube: not a Status")
+		}
+		if err := json.Unmarshal(data, into); err != nil {
+			return nil, nil, err
+		}
+		return into, nil, nil
+	case nil:
+		obj, err := cachedObjectFromJSON(data)
+		return obj, nil, err
+	default:
+		return nil, nil, fmt.Errorf("kube: the cache's client decodes no %T", into)
+	}
+}
+
+// eventType is the watch event type the JSON string t names, without
+// copying it for the five there are, or t's text.
+func eventType(t []byte) string {
+	for _, e := range []watch.EventType{watch.Added, watch.Modified, watch.Deleted, watch.Bookmark, watch.Error} {
+		if len(t) == len(e)+2 && string(t[1:len(t)-1]) == string(e) {
+			return string(e)
+		}
+	}
+	return string(t)
+}
+
+// GetObjectKind is a cachedObject's kind, which it doesn't keep: empty.
+func (c *cachedObject) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject returns a copy of c, which shares c's strings and rare
+// fields: a cachedObject is read-only once cached.
+func (c *cachedObject) DeepCopyObject() runtime.Object {
+	d := *c
+	return &d
+}

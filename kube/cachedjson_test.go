@@ -1,0 +1,143 @@
+package kube
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// scanSeeds are objects as the API server writes them, and some it
+// doesn't: spaces, escapes, managed fields anywhere in the metadata.
+var scanSeeds = []string{
+	`{"apiVersion":"test.example.com/v1","kind":"Widget","metadata":{"creationTimestamp":"2026-12-01T15:12:35Z","finalizers":["controller.humus.example.com/cleanup"],"generation":1,"managedFields":[{"apiVersion":"test.example.com/v1","fieldsType":"FieldsV1","fieldsV1":{"f:metadata":{"f:finalizers":{"v:\"controller.humus.example.com/cleanup\"":{}}}},"manager":"widgets","operation":"Apply","time":"2026-12-01T15:12:35Z"}],"name":"w1","namespace":"default","resourceVersion":"222","uid":"1edcd1aa-22af-4adb-864a-9336a8ff05f3"},"spec":{"size":1}}`,
+	`{"metadata":{"managedFields":[],"name":"first"},"spec":{"size":2}}`,
+	`{"metadata":{"name":"last","managedFields":[{"manager":"m"}]}}`,
+	`{"metadata":{"managedFields":null}}`,
+	` { "kind" : "Widget" , "metadata" : { "name" : "spaced" , "managedFields" : [ ] , "generation" : 7 } , "spec" : { "a" : [ 1 , 2.5e3 , -4 , true , false , null ] } } `,
+	`{"metadata":{"name":"w2","deletionTimestamp":"2026-12-01T15:12:35Z","finalizers":["a\/b","c\u0064"],"annotations":{"k8s.io/initial-events-end":"true"}},"status":{"conditions":[{"message":"quote \" and \\ backslash"}]}}`,
+	`{"metadata":{"name":"w3","deletionTimestamp":null,"finalizers":null,"generation":null,"uid":"u"}}`,
+	`{"apiVersion":"v1","kind":"Status","metadata":{},"status":"Failure","message":"too old","reason":"Expired","code":410}`,
+	`{"apiVersion":"test.example.com/v1","kind":"Widget","metadata":{"annotations":{"k8s.io/initial-events-end":"true"},"resourceVersion":"10"}}`,
+	`{"spec":{}}`,
+	`[]`,
+	`{"metadata":[]}`,
+	`{"metadata":{"name":5}}`,
+}
+
+// requireScannedAsDecoded checks that cachedFromJSON read b as client-go's
+// unstructured decode and newCachedObject do, when both read it.
+func requireScannedAsDecoded(t *testing.T, b []byte) {
+	t.Helper()
+	s, err := cachedFromJSON(b)
+	if err != nil {
+		require.ErrorIs(t, err, errNotScanned, "every error leaves the object to the decode")
+		return
+	}
+	u := &unstructured.Unstructured{}
+	if u.UnmarshalJSON(b) != nil {
+		return
+	}
+	if s.status {
+		require.Equal(t, "Status", u.GetKind())
+		return
+	}
+	want, err := newCachedObject(u)
+	if err != nil {
+		return
+	}
+	got := s.obj
+	require.Equal(t, want.name, got.name)
+	require.Equal(t, want.namespace, got.namespace)
+	require.Equal(t, want.uid, got.uid)
+	require.Equal(t, want.resourceVersion, got.resourceVersion)
+	require.Equal(t, want.generation, got.generation)
+	require.Equal(t, want.GetFinalizers(), got.GetFinalizers())
+	require.Equal(t, want.GetDeletionTimestamp(), got.GetDeletionTimestamp())
+	var wantRaw, gotRaw any
+	require.NoError(t, json.Unmarshal([]byte(want.raw), &wantRaw))
+	require.NoError(t, json.Unmarshal([]byte(got.raw), &gotRaw), "the cached JSON is JSON: %s", got.raw)
+	require.Equal(t, wantRaw, gotRaw, "the cached JSON is the object's without its managed fields")
+}
+
+func TestCachedFromJSONReadsWhatTheDecodeAndNewCachedObjectRead(t *testing.T) {
+	for _, seed := range scanSeeds {
+		t.Run(seed, func(t *testing.T) { requireScannedAsDecoded(t, []byte(seed)) })
+	}
+}
+
+func TestCachedFromJSONCutsTheManagedFieldsOutWhereverTheyAre(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{`{"metadata":{"a":1,"managedFields":[{"x":"}"}],"b":2}}`, `{"metadata":{"a":1,"b":2}}`},
+		{`{"metadata":{"managedFields":[],"b":2}}`, `{"metadata":{"b":2}}`},
+		{`{"metadata":{"a":1,"managedFields":[]}}`, `{"metadata":{"a":1}}`},
+		{`{"metadata":{"managedFields":[]}}`, `{"metadata":{}}`},
+		{`{"metadata":{"a":1}}`, `{"metadata":{"a":1}}`},
+	} {
+		s, err := cachedFromJSON([]byte(tc.in))
+		require.NoError(t, err)
+		require.Equal(t, tc.want, s.obj.raw)
+	}
+}
+
+func TestABookmarkKeepsTheAnnotationThatEndsTheInitialEvents(t *testing.T) {
+	s, err := cachedFromJSON([]byte(`{"kind":"Widget","metadata":{"annotations":{"k8s.io/initial-events-end":"true"},"resourceVersion":"10"}}`))
+	require.NoError(t, err)
+	require.Equal(t, map[string]string{metav1.InitialEventsAnnotationKey: "true"}, s.obj.GetAnnotations())
+	require.Equal(t, "10", s.obj.GetResourceVersion())
+	s, err = cachedFromJSON([]byte(`{"kind":"Widget","metadata":{"annotations":{"other":"true"},"resourceVersion":"11"}}`))
+	require.NoError(t, err)
+	require.Nil(t, s.obj.GetAnnotations())
+}
+
+func TestAWatchsStatusIsDecodedAsAStatus(t *testing.T) {
+	obj, err := cachedObjectFromJSON([]byte(scanSeeds[7]))
+	require.NoError(t, err)
+	require.Equal(t, &metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Status: "Failure", Message: "too old", Reason: metav1.StatusReasonExpired, Code: 410}, obj)
+}
+
+func TestJSONTheScanDoesntReadIsDecodedAsTheDynamicClientDecodesIt(t *testing.T) {
+	// A metadata that is no object: the scan refuses it, the decode
+	// names the mistake.
+	_, err := cachedFromJSON([]byte(`{"metadata":[]}`))
+	require.True(t, errors.Is(err, errNotScanned))
+	_, err = cachedObjectFromJSON([]byte(`{"metadata":[]}`))
+	require.Error(t, err)
+	// A generation that is no integer: the scan refuses it, and the
+	// unstructured object's GetGeneration reads it as 0, as before.
+	obj, err := cachedObjectFromJSON([]byte(`{"apiVersion":"test.example.com/v1","kind":"Widget","metadata":{"name":"w1","generation":"7"}}`))
+	require.NoError(t, err)
+	require.Equal(t, "w1", obj.(*cachedObject).name)
+	require.Zero(t, obj.(*cachedObject).generation)
+}
+
+func TestAListIsReadItemByItem(t *testing.T) {
+	l, err := cachedListFromJSON([]byte(`{"apiVersion":"test.example.com/v1","items":[` + scanSeeds[0] + `,{"metadata":{"name":"w9","resourceVersion":"9"}}],"kind":"WidgetList","metadata":{"continue":"c","resourceVersion":"300"}}`))
+	require.NoError(t, err)
+	require.Equal(t, "300", l.ResourceVersion)
+	require.Equal(t, "c", l.Continue)
+	require.Len(t, l.Items, 2)
+	require.Equal(t, "w1", l.Items[0].name)
+	require.Equal(t, "9", l.Items[1].resourceVersion)
+	l, err = cachedListFromJSON([]byte(`{"items":null,"metadata":{"resourceVersion":"301"}}`))
+	require.NoError(t, err)
+	require.Empty(t, l.Items)
+}
+
+func FuzzCachedFromJSON(f *testing.F) {
+	for _, seed := range scanSeeds {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if !json.Valid(b) {
+			// The API server writes valid JSON; the scan may take
+			// invalid JSON, which the reconcile's decode then refuses.
+			_, _ = cachedFromJSON(b)
+			return
+		}
+		requireScannedAsDecoded(t, b)
+	})
+}
