@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"maps"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -14,24 +16,31 @@ import (
 // reconcile (reconcile.go), the finalizer (finalizers.go) and the
 // annotation on an object that can't be decoded (undecodable.go).
 
-// applyObject is the start of an apply to u: its apiVersion, its kind,
-// and its metadata's name, namespace and uid. The uid makes the apply fail
-// rather than create an object deleted since the cache saw it (an apply to
-// an object that doesn't exist creates it), or change another object of
-// the same name: the API server's patch handler refuses "uid mismatch".
-func (c *Controller) applyObject(u *cachedObject) *unstructured.Unstructured {
-	md := map[string]any{"name": u.name}
+// applyJSON is the JSON of an apply to u: its apiVersion, its kind, and
+// its metadata's name, namespace and uid, with md's fields beside them,
+// and, unless field is "", field with the JSON value value. The uid makes
+// the apply fail rather than create an object deleted since the cache saw
+// it (an apply to an object that doesn't exist creates it), or change
+// another object of the same name: the API server's patch handler refuses
+// "uid mismatch".
+func (c *Controller) applyJSON(u *cachedObject, md map[string]any, field string, value json.RawMessage) ([]byte, error) {
+	m := map[string]any{"name": u.name}
 	if u.namespace != "" {
-		md["namespace"] = u.namespace
+		m["namespace"] = u.namespace
 	}
 	if u.uid != "" {
-		md["uid"] = string(u.uid)
+		m["uid"] = string(u.uid)
 	}
-	return &unstructured.Unstructured{Object: map[string]any{
+	maps.Copy(m, md)
+	obj := map[string]any{
 		"apiVersion": c.gvr.GroupVersion().String(),
 		"kind":       c.kind,
-		"metadata":   md,
-	}}
+		"metadata":   m,
+	}
+	if field != "" {
+		obj[field] = value
+	}
+	return json.Marshal(obj)
 }
 
 // applyMetadata applies u's metadata with the fields of md, such as
@@ -40,26 +49,28 @@ func (c *Controller) applyObject(u *cachedObject) *unstructured.Unstructured {
 // the controller's field manager set before and md leaves out is removed.
 // It returns the API server's error as it is.
 func (c *Controller) applyMetadata(ctx context.Context, u *cachedObject, md map[string]any) error {
-	apply := c.applyObject(u)
-	maps.Copy(apply.Object["metadata"].(map[string]any), md)
-	return c.applyOwn(ctx, u, "", apply)
+	b, err := c.applyJSON(u, md, "", nil)
+	if err != nil {
+		return fmt.Errorf("kube: encoding the apply to %s: %w", c.describe(u), err)
+	}
+	return c.applyOwn(ctx, u, "", b)
 }
 
-// applyOwn applies apply to u, or to its subresource ("" for none), by
+// applyOwn applies applyJSON to u, or to its subresource ("" for none), by
 // server-side apply under the controller's field manager, forced, as the
 // controller's own write (ownwrites.go). It applies through the
 // cachedClient, which reads only the version of the object the API server
 // returns, or the dynamic client when there is none (client-go's fakes).
 // It returns the API server's error as it is.
-func (c *Controller) applyOwn(ctx context.Context, u *cachedObject, subresource string, apply *unstructured.Unstructured) error {
+func (c *Controller) applyOwn(ctx context.Context, u *cachedObject, subresource string, applyJSON []byte) error {
 	opts := metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true}
 	return c.own.apply(u.key(), func() (*objectVersion, error) {
 		if cc := c.clients.cached; cc != nil {
-			b, err := apply.MarshalJSON()
-			if err != nil {
-				return nil, err
-			}
-			return cc.apply(ctx, c.gvr, u.namespace, u.name, subresource, b, opts)
+			return cc.apply(ctx, c.gvr, u.namespace, u.name, subresource, applyJSON, opts)
+		}
+		apply := &unstructured.Unstructured{}
+		if err := apply.UnmarshalJSON(applyJSON); err != nil {
+			return nil, err
 		}
 		ri := c.clients.dynamic.Resource(c.gvr).Namespace(u.namespace)
 		var res *unstructured.Unstructured

@@ -3,14 +3,15 @@ package kube
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"strings"
 
 	gojson "github.com/goccy/go-json"
+	"google.golang.org/protobuf/encoding/protowire"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -241,16 +242,98 @@ func writtenObject(resp *http.Response, err error) *writtenMetadata {
 			ResourceVersion: j.Metadata.ResourceVersion, OwnerReferences: j.Metadata.OwnerReferences}
 		return &w
 	}
-	// Every Kubernetes object's message has its ObjectMeta as field 1, as
-	// PartialObjectMetadata's has, and the generated Unmarshal skips the
-	// fields it doesn't know.
-	var envelope runtime.Unknown
-	var m metav1.PartialObjectMetadata
-	if !bytes.HasPrefix(b, protobufPrefix) || envelope.Unmarshal(b[len(protobufPrefix):]) != nil || m.Unmarshal(envelope.Raw) != nil {
+	if !bytes.HasPrefix(b, protobufPrefix) {
 		return nil
 	}
-	w.Metadata = m.ObjectMeta
+	m, err := metadataFromProtobuf(b[len(protobufPrefix):])
+	if err != nil {
+		return nil
+	}
+	w.Metadata = m
 	return &w
+}
+
+// metadataFromProtobuf reads the name, namespace, uid, resourceVersion and
+// owner references of the object in a runtime.Unknown envelope, the API
+// server's protobuf encoding less its prefix: the envelope's field 2 is
+// the object, an object's field 1 its ObjectMeta (as
+// PartialObjectMetadata's is), whose fields 1, 3, 5, 6 and 13 are those
+// (apimachinery's generated.proto). The managed fields, often the larger
+// part of the metadata, are skipped undecoded.
+func metadataFromProtobuf(b []byte) (metav1.ObjectMeta, error) {
+	var m metav1.ObjectMeta
+	raw, err := protoBytesField(b, 2)
+	if err != nil {
+		return m, err
+	}
+	meta, err := protoBytesField(raw, 1)
+	if err != nil {
+		return m, err
+	}
+	err = protoFields(meta, func(num protowire.Number, v []byte) error {
+		switch num {
+		case 1:
+			m.Name = string(v)
+		case 3:
+			m.Namespace = string(v)
+		case 5:
+			m.UID = types.UID(v)
+		case 6:
+			m.ResourceVersion = string(v)
+		case 13:
+			var ref metav1.OwnerReference
+			if err := ref.Unmarshal(v); err != nil {
+				return err
+			}
+			m.OwnerReferences = append(m.OwnerReferences, ref)
+		}
+		return nil
+	})
+	return m, err
+}
+
+// errProtobuf is the error of a message that doesn't parse.
+var errProtobuf = errors.New("kube: a protobuf message that doesn't parse")
+
+// protoFields calls f with the number and bytes of each length-delimited
+// field of the protobuf message b, and skips the others.
+func protoFields(b []byte, f func(protowire.Number, []byte) error) error {
+	for len(b) > 0 {
+		num, typ, n := protowire.ConsumeTag(b)
+		if n < 0 {
+			return errProtobuf
+		}
+		b = b[n:]
+		if typ == protowire.BytesType {
+			v, n := protowire.ConsumeBytes(b)
+			if n < 0 {
+				return errProtobuf
+			}
+			if err := f(num, v); err != nil {
+				return err
+			}
+			b = b[n:]
+			continue
+		}
+		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
+			return errProtobuf
+		}
+		b = b[n:]
+	}
+	return nil
+}
+
+// protoBytesField is the last length-delimited field numbered num of the
+// protobuf message b, as a message's last value of a field wins.
+func protoBytesField(b []byte, num protowire.Number) ([]byte, error) {
+	var field []byte
+	err := protoFields(b, func(n protowire.Number, v []byte) error {
+		if n == num {
+			field = v
+		}
+		return nil
+	})
+	return field, err
 }
 
 // errReader returns err from every Read.
