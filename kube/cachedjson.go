@@ -94,76 +94,60 @@ func (f scannedField) is(key string) bool { return string(f.key) == key }
 // brace. A key is its bytes as written, escapes and all: a key f looks
 // for has none.
 func scanFields(b []byte, i int, f func(scannedField) error) (int, error) {
-	if i >= len(b) || b[i] != '{' {
-		return 0, errNotScanned
-	}
-	i = scanSpace(b, i+1)
-	if i < len(b) && b[i] == '}' {
-		return i + 1, nil
-	}
-	for {
-		start := i
-		keyEnd, err := scanString(b, i)
+	return scanMembers(b, i, '{', '}', func(start int) (int, error) {
+		keyEnd, err := scanString(b, start)
 		if err != nil {
-			return 0, errNotScanned
+			return 0, err
 		}
-		i = scanSpace(b, keyEnd)
+		i := scanSpace(b, keyEnd)
 		if i >= len(b) || b[i] != ':' {
 			return 0, errNotScanned
 		}
 		valueStart := scanSpace(b, i+1)
 		end, err := scanValue(b, valueStart)
-		if err != nil {
-			return 0, err
+		if err != nil || f == nil {
+			return end, err
 		}
-		if f != nil {
-			if err := f(scannedField{key: b[start+1 : keyEnd-1], start: start, valueStart: valueStart, end: end}); err != nil {
-				return 0, err
-			}
-		}
-		i = scanSpace(b, end)
-		if i >= len(b) {
-			return 0, errNotScanned
-		}
-		switch b[i] {
-		case ',':
-			i = scanSpace(b, i+1)
-		case '}':
-			return i + 1, nil
-		default:
-			return 0, errNotScanned
-		}
-	}
+		return end, f(scannedField{key: b[start+1 : keyEnd-1], start: start, valueStart: valueStart, end: end})
+	})
 }
 
 // scanElements calls f, unless it is nil, with the span of each element
 // of the JSON array that begins at b[i], and returns the array's end.
 func scanElements(b []byte, i int, f func(start, end int) error) (int, error) {
-	if i >= len(b) || b[i] != '[' {
+	return scanMembers(b, i, '[', ']', func(start int) (int, error) {
+		end, err := scanValue(b, start)
+		if err != nil || f == nil {
+			return end, err
+		}
+		return end, f(start, end)
+	})
+}
+
+// scanMembers scans the JSON object or array that begins at b[i] with
+// open and ends with closing: member scans each of its members, from
+// where it begins to where it ends, and the commas between are checked
+// here. It returns the end, past closing.
+func scanMembers(b []byte, i int, open, closing byte, member func(start int) (end int, err error)) (int, error) {
+	if i >= len(b) || b[i] != open {
 		return 0, errNotScanned
 	}
 	i = scanSpace(b, i+1)
-	if i < len(b) && b[i] == ']' {
+	if i < len(b) && b[i] == closing {
 		return i + 1, nil
 	}
 	for {
-		end, err := scanValue(b, i)
+		end, err := member(i)
 		if err != nil {
 			return 0, err
 		}
-		if f != nil {
-			if err := f(i, end); err != nil {
-				return 0, err
-			}
-		}
 		i = scanSpace(b, end)
-		if i >= len(b) {
+		switch {
+		case i >= len(b):
 			return 0, errNotScanned
-		}
-		switch b[i] {
-		case ',':
+		case b[i] == ',':
 			i = scanSpace(b, i+1)
-		case ']':
+		case b[i] == closing:
 			return i + 1, nil
 		default:
 			return 0, errNotScanned
