@@ -41,9 +41,10 @@ func newClient(server string, t *transport) *Client {
 // rate limit), and no TLS or credential field is set, since the transport
 // carries them. Each call returns a new copy, which the caller may change;
 // setting TLS fields on it makes client-go refuse it. A write a Reconciler
-// makes through such a client, with its reconcile's context, to a resource
-// its Controller Owns is noted, so that the Owns event of what it wrote
-// doesn't reconcile its owner again (ownedwrites.go).
+// makes through such a client, with its reconcile's context, that creates
+// an object of a resource its Controller Owns is noted, so that the Owns
+// event of what it created doesn't reconcile its owner again
+// (ownedwrites.go).
 func (c *Client) Config() *rest.Config {
 	return rest.CopyConfig(c.config)
 }

@@ -16,9 +16,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// The Reconciler's writes to the resources its controller Owns don't come
-// back as work either. A Reconciler applies its Deployment and reads the
-// Deployment the apply returns; the informer then hands that same
+// The Reconciler's creations of the resources its controller Owns don't
+// come back as work either. A Reconciler applies its Deployment and reads
+// the Deployment the apply returns; the informer then hands that same
 // Deployment back, and Owns would queue its owner to be reconciled again,
 // only to apply the same Deployment once more: a second reconcile and a
 // second write an object, for nothing (issue 13 measured 998 such writes
@@ -27,20 +27,30 @@ import (
 // So the Client's transport notes each write a reconcile makes to an
 // owned resource, through any client-go client built on Client.Config: a
 // PATCH (a server-side apply among them), a PUT or a POST, of the object or
-// its status. When the API server answers 2xx with a JSON object, the
-// object's uid and resourceVersion are the reconcile's own write, kept under
-// the key of the owner being reconciled. Owns' event of that exact
-// version, for that owner, isn't queued; any other is, a change that lands
-// between the write and its event included, since it has a
-// resourceVersion of its own. The Reconciler saw what its write returned,
-// so the version it returned is no news to it. ownWrites holds an owned
-// object's events while a write to it is in flight, as it does the
-// resource's, since an event can come before its write's response does.
+// its status. When the API server answers 201 Created, with JSON or
+// protobuf, the object's uid and resourceVersion are the reconcile's own
+// write, kept under the key of the owner being reconciled. Owns' event of
+// that exact version, for that owner, isn't queued; any other is, a change
+// that lands between the write and its event included, since it has a
+// resourceVersion of its own. The Reconciler's write made that version,
+// and the Reconciler saw what it returned, so it is no news to it.
+// ownWrites holds an owned object's events while a write to it is in
+// flight, as it does the resource's, since an event can come before its
+// write's response does.
+//
+// Only a creation counts. A write that changes an object that exists
+// answers 200, and so does one that changes nothing, such as an apply of
+// what is already there, which returns the object at the resourceVersion
+// of whatever change came last: another writer's, say the Deployment
+// controller's status update, landed after the Reconciler read the
+// Deployment and before it applied. Nothing in the answer tells the two
+// apart, and the Reconciler that read the Deployment before that change
+// must see it. So the event of an update's version queues its owner, as
+// before: a changed Deployment reconciles its Memcached once more.
 //
 // A write made through a client that isn't built on Client.Config, or with
-// a context that isn't the reconcile's, or whose answer isn't JSON (a
-// client asking for protobuf), isn't seen, and its event queues its owner
-// as before.
+// a context that isn't the reconcile's, isn't seen, and its event queues
+// its owner as before.
 
 // reconcilingKey is the reconcile's context key of what it reconciles.
 type reconcilingKey struct{}
@@ -199,12 +209,12 @@ const (
 var protobufPrefix = []byte("k8s\x00")
 
 // writtenObject reads the metadata of the object a write's answer holds,
-// and gives resp a body that reads as the answer did: its bytes, and then
-// any error reading them ended in. It returns nil for a failed request, an
-// answer other than 2xx, one that is neither JSON nor protobuf, or one
-// that doesn't decode.
+// when the write created it, and gives resp a body that reads as the
+// answer did: its bytes, and then any error reading them ended in. It
+// returns nil for a failed request, an answer other than 201 Created, one
+// that is neither JSON nor protobuf, or one that doesn't decode.
 func writtenObject(resp *http.Response, err error) *writtenMetadata {
-	if err != nil || resp == nil || resp.Body == nil || resp.StatusCode < 200 || resp.StatusCode > 299 {
+	if err != nil || resp == nil || resp.Body == nil || resp.StatusCode != http.StatusCreated {
 		return nil
 	}
 	ct := resp.Header.Get("Content-Type")

@@ -64,10 +64,11 @@ func TestOwnedWriteReadsTheAPIServersPaths(t *testing.T) {
 	}
 }
 
-// answering is a RoundTripper that answers each request with body as JSON,
+// answering is a RoundTripper that answers each request with status and body as JSON,
 // after waiting for proceed when it isn't nil, and records what it was
 // sent.
 type answering struct {
+	status  int // 201 Created unless set
 	body    string
 	proceed chan struct{}
 	started chan struct{}
@@ -80,7 +81,11 @@ func (a answering) RoundTrip(req *http.Request) (*http.Response, error) {
 	if a.proceed != nil {
 		<-a.proceed
 	}
-	return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+	status := a.status
+	if status == 0 {
+		status = http.StatusCreated
+	}
+	return &http.Response{StatusCode: status, Header: http.Header{"Content-Type": {"application/json"}},
 		Body: io.NopCloser(strings.NewReader(a.body)), Request: req}, nil
 }
 
@@ -106,7 +111,7 @@ func applyConfigMap(t *testing.T, c *Controller, rt http.RoundTripper, ctx conte
 	require.JSONEq(t, configMapAnswer, string(b), "the client reads the answer as the API server sent it")
 }
 
-func TestAnOwnedObjectsEventIsQueuedUnlessItIsWhatItsOwnersReconcileWrote(t *testing.T) {
+func TestAnOwnedObjectsEventIsQueuedUnlessItIsWhatItsOwnersReconcileCreated(t *testing.T) {
 	c := ownsConfigMaps()
 	queue := workqueue.NewTyped[string]()
 	defer queue.ShutDown()
@@ -131,6 +136,12 @@ func TestAnOwnedObjectsEventIsQueuedUnlessItIsWhatItsOwnersReconcileWrote(t *tes
 	applyConfigMap(t, c, answering{body: configMapAnswer}, t.Context())
 	h.OnUpdate(configMapOfW1("4"), configMapOfW1("5"))
 	require.Equal(t, 1, queue.Len(), "a write made outside a reconcile isn't the controller's own")
+	key, _ = queue.Get()
+	queue.Done(key)
+
+	applyConfigMap(t, c, answering{status: http.StatusOK, body: configMapAnswer}, withReconciling(t.Context(), c, "team-a/w1"))
+	h.OnUpdate(configMapOfW1("4"), configMapOfW1("5"))
+	require.Equal(t, 1, queue.Len(), "a write that didn't create the object may have changed nothing, and returned another writer's change")
 	key, _ = queue.Get()
 	queue.Done(key)
 
@@ -166,7 +177,7 @@ func TestAnOwnedObjectsEventsAreHeldWhileItsOwnersWriteIsInFlight(t *testing.T) 
 
 func TestAWriteThatFailsToReadKeepsItsErrorForTheClient(t *testing.T) {
 	broken := errors.New("connection reset")
-	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+	resp := &http.Response{StatusCode: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}},
 		Body: io.NopCloser(io.MultiReader(strings.NewReader(`{"metadata":`), errReader{broken}))}
 	require.Nil(t, writtenObject(resp, nil))
 	b, err := io.ReadAll(resp.Body)
@@ -184,7 +195,7 @@ func TestAWritesAnswerIsReadInProtobufAsClientGosTypedClientsAskForIt(t *testing
 	var buf bytes.Buffer
 	require.NoError(t, protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(cm, &buf))
 	sent := buf.Bytes()
-	resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/vnd.kubernetes.protobuf"}},
+	resp := &http.Response{StatusCode: http.StatusCreated, Header: http.Header{"Content-Type": {"application/vnd.kubernetes.protobuf"}},
 		Body: io.NopCloser(bytes.NewReader(sent))}
 	got := writtenObject(resp, nil)
 	require.NotNil(t, got)
