@@ -11,6 +11,7 @@ import (
 	gojson "github.com/goccy/go-json"
 	"google.golang.org/protobuf/encoding/protowire"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -100,11 +101,13 @@ func (t ownedWritesTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	}
 	switch {
 	case w.name != "":
-		r.c.ownedWrites.wrote(w.key(w.name), got.version(w.namespace, w.name))
+		v := got.version(w.namespace, w.name)
+		r.c.ownedWrites.wroteCached(w.key(w.name), v, r.c.ownedCached(w, w.name, v))
 	case got != nil && got.Metadata.Name != "" && got.Metadata.Namespace == w.namespace:
 		key := w.key(got.Metadata.Name)
+		v := got.version(w.namespace, got.Metadata.Name)
 		r.c.ownedWrites.writing(key)
-		r.c.ownedWrites.wrote(key, got.version(w.namespace, got.Metadata.Name))
+		r.c.ownedWrites.wroteCached(key, v, r.c.ownedCached(w, got.Metadata.Name, v))
 	}
 	return resp, err
 }
@@ -114,6 +117,7 @@ func (t ownedWritesTransport) RoundTrip(req *http.Request) (*http.Response, erro
 type ownedWriteTarget struct {
 	owner     string
 	gr        schema.GroupResource
+	gvr       schema.GroupVersionResource // the Owns' resource, whose cache holds the object
 	namespace string
 	name      string // "" for a POST
 }
@@ -174,10 +178,32 @@ func (c *Controller) ownedWrite(owner string, req *http.Request) (ownedWriteTarg
 	w.gr = schema.GroupResource{Group: gv[0], Resource: segs[0]}
 	for _, o := range c.owns {
 		if o.gvr.Group == w.gr.Group && o.gvr.Resource == w.gr.Resource {
+			w.gvr = o.gvr
 			return w, w.name != "" || req.Method == http.MethodPost
 		}
 	}
 	return ownedWriteTarget{}, false
+}
+
+// ownedCached reports whether the Owns cache of w's resource holds the
+// object name in w's namespace at version v already: its event has come,
+// at least as far as the cache. It reports false for a nil v, or before
+// the cache is started.
+func (c *Controller) ownedCached(w ownedWriteTarget, name string, v *objectVersion) bool {
+	ch := c.caches[w.gvr]
+	if v == nil || ch == nil {
+		return false
+	}
+	inf := ch.informer.Load()
+	if inf == nil {
+		return false
+	}
+	obj, ok, err := (*inf).GetIndexer().GetByKey(objectKey(w.namespace, name))
+	if err != nil || !ok {
+		return false
+	}
+	m, err := meta.Accessor(obj)
+	return err == nil && m.GetUID() == v.uid && m.GetResourceVersion() == v.resourceVersion
 }
 
 // writtenMetadata is what a write's answer tells of the object written:

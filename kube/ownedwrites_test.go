@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
 	"k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 )
@@ -208,4 +209,46 @@ func TestAWritesAnswerIsReadInProtobufAsClientGosTypedClientsAskForIt(t *testing
 	resp.Header.Set("Content-Type", "application/cbor")
 	resp.Body = io.NopCloser(bytes.NewReader(sent))
 	require.Nil(t, writtenObject(resp, nil), "an answer neither JSON nor protobuf isn't read")
+}
+
+// withOwnedCache gives c an Owns cache of ConfigMaps holding objs, as the
+// owned informer's indexer holds them once their events have come.
+func withOwnedCache(t *testing.T, c *Controller, objs ...*cachedObject) {
+	t.Helper()
+	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	c.caches = map[schema.GroupVersionResource]*cacheOf{gvr: {form: cacheOwned}}
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &cachedObject{}, 0, cache.Indexers{})
+	for _, o := range objs {
+		require.NoError(t, inf.GetIndexer().Add(o))
+	}
+	c.cache(gvr, inf)
+}
+
+func TestAWriteThatReturnsAVersionWhoseEventHasComeKeepsNothing(t *testing.T) {
+	// The steady state: another's change to the ConfigMap (version 5)
+	// comes, queues its owner, and the owner's reconcile applies the
+	// ConfigMap again, which changes nothing and returns version 5, whose
+	// event has come and gone. Kept, it would stay until the ConfigMap is
+	// deleted: an entry an owned object, for good.
+	c := ownsConfigMaps()
+	withOwnedCache(t, c, configMapOfW1("5"))
+	queue := workqueue.NewTyped[string]()
+	defer queue.ShutDown()
+	h := c.ownerHandler(queue, schema.GroupResource{Resource: "configmaps"})
+
+	h.OnUpdate(configMapOfW1("4"), configMapOfW1("5"))
+	require.Equal(t, 1, queue.Len(), "another's change queues its owner")
+	applyConfigMap(t, c, answering{body: configMapAnswer}, withReconciling(t.Context(), c, "team-a/w1"))
+	require.Empty(t, c.ownedWrites.keys, "a write that returns the version the cache holds already keeps nothing")
+
+	// A write whose version the cache doesn't hold yet is kept until its
+	// event comes, as before.
+	withOwnedCache(t, c, configMapOfW1("4"))
+	applyConfigMap(t, c, answering{body: configMapAnswer}, withReconciling(t.Context(), c, "team-a/w1"))
+	require.Len(t, c.ownedWrites.keys, 1)
+	key, _ := queue.Get()
+	queue.Done(key)
+	h.OnUpdate(configMapOfW1("4"), configMapOfW1("5"))
+	require.Zero(t, queue.Len(), "its event isn't queued")
+	require.Empty(t, c.ownedWrites.keys)
 }

@@ -38,7 +38,10 @@ type ownWritesOf struct {
 	// written are the versions the controller's applies returned, oldest
 	// first, whose events haven't come yet; at most maxWritten. A version
 	// whose event never comes, since the watch was relisted past it, is
-	// dropped by a later one's event, or by the object's deletion.
+	// dropped by the event of a later version in written, or by the
+	// object's deletion; an event of any other version leaves it. A
+	// version whose event came before the write began isn't kept
+	// (wroteCached).
 	written []objectVersion
 }
 
@@ -134,6 +137,19 @@ func (o *ownWrites) writing(key string) {
 // the object gone. The events held meanwhile are queued, except the
 // apply's own.
 func (o *ownWrites) wrote(key string, v *objectVersion) {
+	o.wroteCached(key, v, false)
+}
+
+// wroteCached is wrote for a write whose object version v the informer's
+// cache may hold already, cached reporting whether it does: a write that
+// changes nothing returns the version the object had, whose event has
+// most often come and gone before the write began (the Reconciler's apply
+// of its Deployment, reconciled for the Deployment controller's change to
+// its status). Then v is kept only if an event held meanwhile is v's;
+// kept otherwise, with no event to come to forget it, it stayed until
+// the object's deletion. If v's event is still on its way from the cache
+// to its handler, it queues its key once more, and nothing worse.
+func (o *ownWrites) wroteCached(key string, v *objectVersion, cached bool) {
 	o.mu.Lock()
 	of := o.keys[key]
 	if of == nil {
@@ -155,6 +171,9 @@ func (o *ownWrites) wrote(key string, v *objectVersion) {
 			}
 		}
 		of.held = nil
+	}
+	if cached && v != nil && len(of.written) > 0 && of.written[len(of.written)-1] == *v {
+		of.written = of.written[:len(of.written)-1]
 	}
 	o.tidy(key, of)
 	o.mu.Unlock()
