@@ -101,9 +101,10 @@ func (t ownedWritesTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	}
 	switch {
 	case w.name != "":
-		v := got.version(w.namespace, w.name)
-		r.c.ownedWrites.wroteCached(w.key(w.name), v, r.c.ownedCached(w, w.name, v))
+		r.c.ownedWrites.wrote(w.key(w.name), got.version(w.namespace, w.name))
 	case got != nil && got.Metadata.Name != "" && got.Metadata.Namespace == w.namespace:
+		// A POST's events weren't held: the creation's event may have
+		// come already, and then nothing is left to match it.
 		key := w.key(got.Metadata.Name)
 		v := got.version(w.namespace, got.Metadata.Name)
 		r.c.ownedWrites.writing(key)

@@ -224,31 +224,40 @@ func withOwnedCache(t *testing.T, c *Controller, objs ...*cachedObject) {
 	c.cache(gvr, inf)
 }
 
-func TestAWriteThatReturnsAVersionWhoseEventHasComeKeepsNothing(t *testing.T) {
-	// The steady state: another's change to the ConfigMap (version 5)
-	// comes, queues its owner, and the owner's reconcile applies the
-	// ConfigMap again, which changes nothing and returns version 5, whose
-	// event has come and gone. Kept, it would stay until the ConfigMap is
-	// deleted: an entry an owned object, for good.
+func TestACreationWhoseEventCameBeforeItsAnswerKeepsNothing(t *testing.T) {
+	// A POST's events aren't held, its object's name being known only
+	// from its answer: the creation's event can come first, and queue
+	// the owner. Kept then, the version the answer returned would stay
+	// until the ConfigMap's deletion, as no event would come to match it.
 	c := ownsConfigMaps()
-	withOwnedCache(t, c, configMapOfW1("5"))
 	queue := workqueue.NewTyped[string]()
 	defer queue.ShutDown()
 	h := c.ownerHandler(queue, schema.GroupResource{Resource: "configmaps"})
+	create := func() {
+		t.Helper()
+		req, err := http.NewRequestWithContext(withReconciling(t.Context(), c, "team-a/w1"), http.MethodPost,
+			"https://api.example.com/api/v1/namespaces/team-a/configmaps?fieldManager=widgets", strings.NewReader(`{}`))
+		require.NoError(t, err)
+		resp, err := ownedWritesTransport{next: answering{body: configMapAnswer}}.RoundTrip(req)
+		require.NoError(t, err)
+		_, err = io.ReadAll(resp.Body)
+		require.NoError(t, err)
+	}
 
-	h.OnUpdate(configMapOfW1("4"), configMapOfW1("5"))
-	require.Equal(t, 1, queue.Len(), "another's change queues its owner")
-	applyConfigMap(t, c, answering{body: configMapAnswer}, withReconciling(t.Context(), c, "team-a/w1"))
-	require.Empty(t, c.ownedWrites.keys, "a write that returns the version the cache holds already keeps nothing")
-
-	// A write whose version the cache doesn't hold yet is kept until its
-	// event comes, as before.
-	withOwnedCache(t, c, configMapOfW1("4"))
-	applyConfigMap(t, c, answering{body: configMapAnswer}, withReconciling(t.Context(), c, "team-a/w1"))
-	require.Len(t, c.ownedWrites.keys, 1)
+	withOwnedCache(t, c, configMapOfW1("5"))
+	h.OnAdd(configMapOfW1("5"), false)
+	require.Equal(t, 1, queue.Len(), "the creation's event, before its answer, queues its owner")
+	create()
+	require.Empty(t, c.ownedWrites.keys, "a creation whose version the cache holds already keeps nothing")
 	key, _ := queue.Get()
 	queue.Done(key)
-	h.OnUpdate(configMapOfW1("4"), configMapOfW1("5"))
+
+	// A creation whose event hasn't come is kept until it comes, as
+	// before.
+	withOwnedCache(t, c)
+	create()
+	require.Len(t, c.ownedWrites.keys, 1)
+	h.OnAdd(configMapOfW1("5"), false)
 	require.Zero(t, queue.Len(), "its event isn't queued")
 	require.Empty(t, c.ownedWrites.keys)
 }

@@ -140,15 +140,13 @@ func (o *ownWrites) wrote(key string, v *objectVersion) {
 	o.wroteCached(key, v, false)
 }
 
-// wroteCached is wrote for a write whose object version v the informer's
-// cache may hold already, cached reporting whether it does: a write that
-// changes nothing returns the version the object had, whose event has
-// most often come and gone before the write began (the Reconciler's apply
-// of its Deployment, reconciled for the Deployment controller's change to
-// its status). Then v is kept only if an event held meanwhile is v's;
-// kept otherwise, with no event to come to forget it, it stayed until
-// the object's deletion. If v's event is still on its way from the cache
-// to its handler, it queues its key once more, and nothing worse.
+// wroteCached is wrote for a write whose events weren't held while it
+// was in flight, a POST's (ownedwrites.go), cached reporting whether the
+// informer's cache holds v already: then v's event has most often come
+// and queued its key before the answer did, and v is not kept, since no
+// event would come to forget it: kept, it stayed until the object's
+// deletion. If v's event is still on its way from the cache to its
+// handler, it queues its key, and nothing worse.
 func (o *ownWrites) wroteCached(key string, v *objectVersion, cached bool) {
 	o.mu.Lock()
 	of := o.keys[key]
