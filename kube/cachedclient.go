@@ -55,13 +55,19 @@ func path(gvr schema.GroupVersionResource, namespace string) []string {
 
 // list lists gvr's objects in namespace with opts.
 func (c *cachedClient) list(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*cachedList, error) {
-	b, err := body(c.rest.Get().AbsPath(path(gvr, namespace)...).
-		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, parameterVersion).
-		Do(ctx))
+	b, err := c.listJSON(ctx, gvr, namespace, opts)
 	if err != nil {
 		return nil, err
 	}
 	return cachedListFromJSON(b)
+}
+
+// listJSON is the JSON of the list of gvr's objects in namespace with
+// opts, or the API server's error.
+func (c *cachedClient) listJSON(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) ([]byte, error) {
+	return body(c.rest.Get().AbsPath(path(gvr, namespace)...).
+		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, parameterVersion).
+		Do(ctx))
 }
 
 // body is r's body, or its error: the API server's Status as an
@@ -77,26 +83,14 @@ func body(r rest.Result) ([]byte, error) {
 // one's resourceVersion by its cache key (namespace/name, or name), the
 // list's resourceVersion, and its continue token.
 func (c *cachedClient) versions(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions, versions map[string]string) (listRV, next string, err error) {
-	b, err := body(c.rest.Get().AbsPath(path(gvr, namespace)...).
-		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, parameterVersion).
-		Do(ctx))
+	b, err := c.listJSON(ctx, gvr, namespace, opts)
 	if err != nil {
 		return "", "", err
 	}
-	var lm metav1.ListMeta
-	_, err = scanFields(b, scanSpace(b, 0), func(f scannedField) error {
-		switch {
-		case f.is("metadata"):
-			return json.Unmarshal(b[f.valueStart:f.end], &lm)
-		case f.is("items") && string(b[f.valueStart:f.end]) != "null":
-			_, err := scanElements(b, f.valueStart, func(start, end int) error {
-				ns, name, v, err := versionFromJSON(b[start:end])
-				versions[objectKey(ns, name)] = v.resourceVersion
-				return err
-			})
-			return err
-		}
-		return nil
+	lm, err := scanList(b, func(item []byte) error {
+		ns, name, v, err := versionFromJSON(item)
+		versions[objectKey(ns, name)] = v.resourceVersion
+		return err
 	})
 	if err != nil {
 		return "", "", fmt.Errorf("kube: reading a list of %s: %w", gvr, err)
@@ -152,31 +146,40 @@ func (l *cachedList) DeepCopyObject() runtime.Object {
 // cachedObjectFromJSON does.
 func cachedListFromJSON(b []byte) (*cachedList, error) {
 	l := &cachedList{}
-	_, err := scanFields(b, scanSpace(b, 0), func(f scannedField) error {
-		switch {
-		case f.is("metadata"):
-			return json.Unmarshal(b[f.valueStart:f.end], &l.ListMeta)
-		case f.is("items") && string(b[f.valueStart:f.end]) != "null":
-			_, err := scanElements(b, f.valueStart, func(start, end int) error {
-				obj, err := cachedObjectFromJSON(b[start:end])
-				if err != nil {
-					return err
-				}
-				c, ok := obj.(*cachedObject)
-				if !ok {
-					return fmt.Errorf("kube: a list's item is a %T", obj)
-				}
-				l.Items = append(l.Items, c)
-				return nil
-			})
+	lm, err := scanList(b, func(item []byte) error {
+		obj, err := cachedObjectFromJSON(item)
+		if err != nil {
 			return err
 		}
+		c, ok := obj.(*cachedObject)
+		if !ok {
+			return fmt.Errorf("kube: a list's item is a %T", obj)
+		}
+		l.Items = append(l.Items, c)
 		return nil
 	})
 	if err != nil {
 		return nil, fmt.Errorf("kube: reading a list: %w", err)
 	}
+	l.ListMeta = lm
 	return l, nil
+}
+
+// scanList reads a list's JSON: it returns its metadata, and calls item
+// with the JSON of each of its items, in order.
+func scanList(b []byte, item func([]byte) error) (metav1.ListMeta, error) {
+	var lm metav1.ListMeta
+	_, err := scanFields(b, scanSpace(b, 0), func(f scannedField) error {
+		switch {
+		case f.is("metadata"):
+			return json.Unmarshal(b[f.valueStart:f.end], &lm)
+		case f.is("items") && string(b[f.valueStart:f.end]) != "null":
+			_, err := scanElements(b, f.valueStart, func(start, end int) error { return item(b[start:end]) })
+			return err
+		}
+		return nil
+	})
+	return lm, err
 }
 
 // cachedObjectFromJSON is the object whose JSON is b: a *metav1.Status for
