@@ -117,7 +117,6 @@ func (t ownedWritesTransport) RoundTrip(req *http.Request) (*http.Response, erro
 // names it, by the reconcile of owner.
 type ownedWriteTarget struct {
 	owner     string
-	gr        schema.GroupResource
 	gvr       schema.GroupVersionResource // the Owns' resource, whose cache holds the object
 	namespace string
 	name      string // "" for a POST
@@ -127,7 +126,7 @@ type ownedWriteTarget struct {
 // namespace, written by w's owner's reconcile: Owns' handler builds the
 // same from an event's object and its controller owner reference.
 func (w ownedWriteTarget) key(name string) string {
-	return ownedWriteKey(w.owner, w.gr, w.namespace, name)
+	return ownedWriteKey(w.owner, w.gvr.GroupResource(), w.namespace, name)
 }
 
 // ownedWriteKey is the ownWrites key of an owned object: its owner's key,
@@ -176,9 +175,8 @@ func (c *Controller) ownedWrite(owner string, req *http.Request) (ownedWriteTarg
 	default:
 		return ownedWriteTarget{}, false
 	}
-	w.gr = schema.GroupResource{Group: gv[0], Resource: segs[0]}
 	for _, o := range c.owns {
-		if o.gvr.Group == w.gr.Group && o.gvr.Resource == w.gr.Resource {
+		if o.gvr.Group == gv[0] && o.gvr.Resource == segs[0] {
 			w.gvr = o.gvr
 			return w, w.name != "" || req.Method == http.MethodPost
 		}
