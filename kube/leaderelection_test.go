@@ -83,21 +83,10 @@ func TestOnlyTheLeaseHolderReconcilesAndAStandbyTakesOver(t *testing.T) {
 		f := newFakeCluster(t, newWidget("w1", 1))
 		var mu sync.Mutex
 		by := map[string]int{}
-		controller := func(identity string) *Controller {
-			settings := testSettings()
-			settings.LeaderElection.Identity = identity
-			return newWidgetController(t, f, humus.Telemetry{}, settings,
-				ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
-					mu.Lock()
-					by[identity]++
-					mu.Unlock()
-					return Result[widgetStatus]{}, nil
-				}))
-		}
-		first := controller("replica-1")
+		first := reconcilesBy(t, f, &mu, by, "replica-1", "replica-1")
 		s1 := serve(t, first)
 		synctest.Wait()
-		second := controller("replica-2")
+		second := reconcilesBy(t, f, &mu, by, "replica-2", "replica-2")
 		s2 := serve(t, second)
 		synctest.Wait()
 		time.Sleep(time.Minute)
