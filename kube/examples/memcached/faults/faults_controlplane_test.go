@@ -293,9 +293,17 @@ func TestFaults(t *testing.T) {
 		// Every reconcile started finished, and none started after the
 		// one in flight at SIGTERM.
 		require.Equal(t, r0.count("reconcile-start", ""), r0.count("reconcile-end", ""))
+		// After the App received SIGTERM, by its own clock.
+		var received time.Time
+		for _, ev := range r0.Events() {
+			if ev.Ev == "sigterm" {
+				received = ev.T
+			}
+		}
+		require.False(t, received.IsZero(), "replica-0 records when it received SIGTERM")
 		late := 0
 		for _, ev := range r0.Events() {
-			if ev.Ev == "reconcile-start" && ev.T.After(termed) {
+			if ev.Ev == "reconcile-start" && ev.T.After(received) {
 				late++
 			}
 		}

@@ -10,9 +10,11 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -40,7 +42,19 @@ const appEnv = "HUMUS_FAULTS_APP"
 
 func TestMain(m *testing.M) {
 	if os.Getenv(appEnv) != "" {
-		humus.Main(app.Init, humus.WithTelemetry(eventTelemetry))
+		w := &eventWriter{w: os.Stdout}
+		// The moment the App receives SIGTERM, as its own clock reads
+		// it: the test's clock before it sends the signal is earlier by
+		// the signal's delivery, during which reconciles still start.
+		term := make(chan os.Signal, 1)
+		signal.Notify(term, syscall.SIGTERM)
+		go func() {
+			<-term
+			w.write(event{T: time.Now(), Ev: "sigterm"})
+		}()
+		humus.Main(app.Init, humus.WithTelemetry(func(ctx context.Context, h humus.Host) (humus.Telemetry, error) {
+			return eventTelemetry(ctx, h, w)
+		}))
 		return
 	}
 	os.Exit(m.Run())
@@ -49,7 +63,7 @@ func TestMain(m *testing.M) {
 // event is one line a replica writes to its stdout.
 type event struct {
 	T      time.Time `json:"t"`
-	Ev     string    `json:"ev"`               // reconcile-start, reconcile-end, request, log
+	Ev     string    `json:"ev"`               // reconcile-start, reconcile-end, request, log, sigterm
 	Key    string    `json:"key,omitempty"`    // the object's namespace/name
 	Method string    `json:"method,omitempty"` // a request's
 	URL    string    `json:"url,omitempty"`    // a request's
@@ -61,12 +75,11 @@ type event struct {
 // writes reconcile-start and reconcile-end for each reconcile span, and
 // request for each client span (every request but a watch); a log
 // processor writes each record's body and object.
-func eventTelemetry(ctx context.Context, h humus.Host) (humus.Telemetry, error) {
+func eventTelemetry(ctx context.Context, h humus.Host, w *eventWriter) (humus.Telemetry, error) {
 	exp, err := stdoutlog.New(stdoutlog.WithWriter(h.Stderr))
 	if err != nil {
 		return humus.Telemetry{}, err
 	}
-	w := &eventWriter{w: os.Stdout}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spanEvents{w}))
 	lp := sdklog.NewLoggerProvider(
 		sdklog.WithProcessor(appconfig.MinSeverity(sdklog.NewSimpleProcessor(exp), otellog.SeverityInfo)),
