@@ -80,30 +80,41 @@ func run() error {
 		profiles   = flag.String("cpuprofile", "", "a directory: the kube and floor peers write CPU profiles there, from their start until convergence (<peer>-n<N>-w<W>[-fin].pprof)")
 	)
 	flag.Parse()
+	var errs []error
 	if *smoke {
+		for _, f := range []string{"n", "w", "resync", "settle"} {
+			if flagSet(f) {
+				errs = append(errs, fmt.Errorf("-%s: -smoke sets it (N=10, W=1, a 5s resync, a 1s settle); leave it out, or leave out -smoke", f))
+			}
+		}
 		*ns, *ws, *resync, *quiet = "10", "1", 5*time.Second, time.Second
 		if !flagSet("timeout") {
 			*timeout = 3 * time.Minute
 		}
 	}
-	objects, err := ints("-n", *ns)
-	if err != nil {
-		return err
-	}
-	workers, err := ints("-w", *ws)
-	if err != nil {
-		return err
-	}
+	objects, errN := ints("-n", *ns)
+	workers, errW := ints("-w", *ws)
 	var which []string
 	for _, p := range strings.Split(*peers, ",") {
 		switch p = strings.TrimSpace(p); p {
 		case peerKube, peerCR, peerFloor:
 			which = append(which, p)
 		default:
-			return fmt.Errorf("-peers: unknown peer %q (kube, controller-runtime, floor)", p)
+			errs = append(errs, fmt.Errorf("-peers: unknown peer %q (kube, controller-runtime, floor)", p))
 		}
 	}
-
+	if *timeout <= 0 {
+		errs = append(errs, fmt.Errorf("-timeout: %v is not a positive duration (the limit of each run, such as 15m)", *timeout))
+	}
+	if *resync < 0 {
+		errs = append(errs, fmt.Errorf("-resync: %v is negative (0 is 20s + 20ms an object)", *resync))
+	}
+	if *quiet <= 0 {
+		errs = append(errs, fmt.Errorf("-settle: %v is not a positive duration (how long the requests must stay unchanged, such as 3s)", *quiet))
+	}
+	if err := errors.Join(append([]error{errN, errW}, errs...)...); err != nil {
+		return err
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 
@@ -112,9 +123,19 @@ func run() error {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if *logDir == "" {
-		*logDir = filepath.Join(tmp, "logs")
+	// The peers' logs outlive a failed run, which names them; a temporary
+	// directory of their own is removed when every run succeeded.
+	keepLogs := *logDir != ""
+	if !keepLogs {
+		if *logDir, err = os.MkdirTemp("", "converge-logs-"); err != nil {
+			return err
+		}
 	}
+	defer func() {
+		if !keepLogs {
+			os.RemoveAll(*logDir)
+		}
+	}()
 	if err := os.MkdirAll(*logDir, 0o755); err != nil {
 		return err
 	}
@@ -176,12 +197,18 @@ func run() error {
 		fmt.Fprintf(os.Stderr, "wrote %s\n", *jsonPath)
 	}
 	if ctx.Err() != nil {
-		return errors.New("interrupted")
+		keepLogs = true
+		return fmt.Errorf("interrupted (the peers' logs are in %s)", *logDir)
 	}
+	var failed []error
 	for _, r := range runs {
 		if r.Error != "" {
-			return fmt.Errorf("%s N=%d W=%d failed: %s (peer logs in %s)", r.Peer, r.Objects, r.Workers, r.Error, *logDir)
+			failed = append(failed, fmt.Errorf("%s N=%d W=%d failed: %s", r.Peer, r.Objects, r.Workers, r.Error))
 		}
+	}
+	if len(failed) > 0 {
+		keepLogs = true
+		return fmt.Errorf("%w\n(the peers' logs are in %s)", errors.Join(failed...), *logDir)
 	}
 	return nil
 }
@@ -192,16 +219,26 @@ func flagSet(name string) bool {
 	return set
 }
 
+// ints reads the comma-separated positive whole numbers of flag name, or
+// returns an error naming each item that isn't one.
 func ints(name, s string) ([]int, error) {
 	var out []int
+	var errs []error
 	for _, f := range strings.Split(s, ",") {
-		v, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || v < 1 {
-			return nil, fmt.Errorf("%s: %q is not a positive whole number", name, f)
+		f = strings.TrimSpace(f)
+		v, err := strconv.Atoi(f)
+		switch {
+		case f == "":
+			errs = append(errs, fmt.Errorf("%s: an empty item in %q (a stray comma?)", name, s))
+		case errors.Is(err, strconv.ErrRange):
+			errs = append(errs, fmt.Errorf("%s: %s is too large", name, f))
+		case err != nil || v < 1:
+			errs = append(errs, fmt.Errorf("%s: %q is not a positive whole number", name, f))
+		default:
+			out = append(out, v)
 		}
-		out = append(out, v)
 	}
-	return out, nil
+	return out, errors.Join(errs...)
 }
 
 // benchDir is the bench module's directory, found from this file.

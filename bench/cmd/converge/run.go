@@ -188,7 +188,7 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 	// ours), so it never looks up an owner it hasn't seen yet, which would
 	// count as the peer's GETs.
 	if err := waitForWatchers(ctx, kc, "WATCH memcacheds", 2, c.gcWait); err != nil {
-		c.logf("%s N=%d W=%d: %v (going on)", r.Peer, r.Objects, r.Workers, err)
+		c.logf("%s N=%d W=%d: %v (going on: the garbage collector may look up owners it hasn't seen, a few GETs more; -smoke waits 1s only)", r.Peer, r.Objects, r.Workers, err)
 	}
 
 	before, _, err := scrape(ctx, kc)
@@ -409,7 +409,7 @@ func waitForWatchers(ctx context.Context, kc kubernetes.Interface, key string, n
 		return last >= n, nil
 	})
 	if err != nil {
-		return fmt.Errorf("%v open watches of memcacheds, waited for %v: %w", last, n, err)
+		return fmt.Errorf("%v of the %v watches of memcacheds wanted (the garbage collector's and the benchmark's) were open after %v: %w", last, n, timeout, err)
 	}
 	return nil
 }
