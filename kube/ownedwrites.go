@@ -13,6 +13,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
@@ -51,7 +52,9 @@ import (
 //
 // A write made through a client that isn't built on Client.Config, or with
 // a context that isn't the reconcile's, isn't seen, and its event queues
-// its owner as before.
+// its owner as before. A creation whose labels an Owns' LabelSelector
+// doesn't select isn't kept: that Owns hears nothing of the object, so no
+// event would ever come to match it.
 
 // reconcilingKey is the reconcile's context key of what it reconciles.
 type reconcilingKey struct{}
@@ -99,6 +102,11 @@ func (t ownedWritesTransport) RoundTrip(req *http.Request) (*http.Response, erro
 			got = nil
 		}
 	}
+	if got != nil && !w.selects(got.Metadata.Labels) {
+		// A label-selected Owns that doesn't see the object: no event
+		// would come to match a write kept for it.
+		got = nil
+	}
 	switch {
 	case w.name != "":
 		r.c.ownedWrites.wrote(w.key(w.name), got.version(w.namespace, w.name))
@@ -118,8 +126,20 @@ func (t ownedWritesTransport) RoundTrip(req *http.Request) (*http.Response, erro
 type ownedWriteTarget struct {
 	owner     string
 	gvr       schema.GroupVersionResource // the Owns' resource, whose cache holds the object
+	selector  string                      // the Owns' label selector, "" for every object
 	namespace string
 	name      string // "" for a POST
+}
+
+// selects reports whether w's Owns watches an object with labels: with
+// no label selector, it watches every one. A selector that doesn't parse,
+// which NewController refuses, selects none.
+func (w ownedWriteTarget) selects(objLabels map[string]string) bool {
+	if w.selector == "" {
+		return true
+	}
+	sel, err := labels.Parse(w.selector)
+	return err == nil && sel.Matches(labels.Set(objLabels))
 }
 
 // key is the ownWrites key of the object name of w's resource and
@@ -177,7 +197,7 @@ func (c *Controller) ownedWrite(owner string, req *http.Request) (ownedWriteTarg
 	}
 	for _, o := range c.owns {
 		if o.gvr.Group == gv[0] && o.gvr.Resource == segs[0] {
-			w.gvr = o.gvr
+			w.gvr, w.selector = o.gvr, o.selector
 			return w, w.name != "" || req.Method == http.MethodPost
 		}
 	}
@@ -267,6 +287,7 @@ func writtenObject(resp *http.Response, err error) *writtenMetadata {
 				Namespace       string                  `json:"namespace"`
 				UID             types.UID               `json:"uid"`
 				ResourceVersion string                  `json:"resourceVersion"`
+				Labels          map[string]string       `json:"labels"`
 				OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
 			} `json:"metadata"`
 		}
@@ -274,7 +295,7 @@ func writtenObject(resp *http.Response, err error) *writtenMetadata {
 			return nil
 		}
 		w.Metadata = metav1.ObjectMeta{Name: j.Metadata.Name, Namespace: j.Metadata.Namespace, UID: j.Metadata.UID,
-			ResourceVersion: j.Metadata.ResourceVersion, OwnerReferences: j.Metadata.OwnerReferences}
+			ResourceVersion: j.Metadata.ResourceVersion, Labels: j.Metadata.Labels, OwnerReferences: j.Metadata.OwnerReferences}
 		return &w
 	}
 	if !bytes.HasPrefix(b, protobufPrefix) {
@@ -288,12 +309,13 @@ func writtenObject(resp *http.Response, err error) *writtenMetadata {
 	return &w
 }
 
-// metadataFromProtobuf reads the name, namespace, uid, resourceVersion and
-// owner references of the object in a runtime.Unknown envelope, the API
-// server's protobuf encoding less its prefix: the envelope's field 2 is
-// the object, an object's field 1 its ObjectMeta (as
-// PartialObjectMetadata's is), whose fields 1, 3, 5, 6 and 13 are those
-// (apimachinery's generated.proto). The managed fields, often the larger
+// metadataFromProtobuf reads the name, namespace, uid, resourceVersion,
+// labels and owner references of the object in a runtime.Unknown
+// envelope, the API server's protobuf encoding less its prefix: the
+// envelope's field 2 is the object, an object's field 1 its ObjectMeta (as
+// PartialObjectMetadata's is), whose fields 1, 3, 5, 6, 11 and 13 are
+// those (apimachinery's generated.proto), the labels a map, whose entries
+// are messages of a key (1) and a value (2). The managed fields, often the larger
 // part of the metadata, are skipped undecoded.
 func metadataFromProtobuf(b []byte) (metav1.ObjectMeta, error) {
 	var m metav1.ObjectMeta
@@ -315,6 +337,23 @@ func metadataFromProtobuf(b []byte) (metav1.ObjectMeta, error) {
 			m.UID = types.UID(v)
 		case 6:
 			m.ResourceVersion = string(v)
+		case 11:
+			var key, value string
+			if err := protoFields(v, func(num protowire.Number, e []byte) error {
+				switch num {
+				case 1:
+					key = string(e)
+				case 2:
+					value = string(e)
+				}
+				return nil
+			}); err != nil {
+				return err
+			}
+			if m.Labels == nil {
+				m.Labels = map[string]string{}
+			}
+			m.Labels[key] = value
 		case 13:
 			var ref metav1.OwnerReference
 			if err := ref.Unmarshal(v); err != nil {

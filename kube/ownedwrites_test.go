@@ -190,6 +190,7 @@ func TestAWritesAnswerIsReadInProtobufAsClientGosTypedClientsAskForIt(t *testing
 	cm := &corev1.ConfigMap{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
 		ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "team-a", UID: "cm-uid", ResourceVersion: "5",
+			Labels:          map[string]string{"team": "a", "app": "widgets"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "test.example.com/v1", Kind: "Widget", Name: "w1", UID: "w-uid", Controller: ptr.To(true)}}},
 		Data: map[string]string{"a": "b"},
 	}
@@ -202,6 +203,7 @@ func TestAWritesAnswerIsReadInProtobufAsClientGosTypedClientsAskForIt(t *testing
 	require.NotNil(t, got)
 	require.Equal(t, &objectVersion{uid: "cm-uid", resourceVersion: "5"}, got.version("team-a", "w1"))
 	require.Equal(t, cm.OwnerReferences, got.Metadata.OwnerReferences)
+	require.Equal(t, cm.Labels, got.Metadata.Labels, "the labels, which a label-selected Owns matches")
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	require.Equal(t, sent, b, "the client reads the answer as the API server sent it")
@@ -259,5 +261,40 @@ func TestACreationWhoseEventCameBeforeItsAnswerKeepsNothing(t *testing.T) {
 	require.Len(t, c.ownedWrites.keys, 1)
 	h.OnAdd(configMapOfW1("5"), false)
 	require.Zero(t, queue.Len(), "its event isn't queued")
+	require.Empty(t, c.ownedWrites.keys)
+}
+
+func TestACreationALabelSelectedOwnsDoesntSeeKeepsNothing(t *testing.T) {
+	// An Owns whose label selector the Reconciler's child doesn't match
+	// never hears of the child: kept, the creation's version would stay
+	// for good, as no event, the deletion's neither, would come for it.
+	c := ownsConfigMaps()
+	c.owns[0].selector = "team=a"
+	answer := func(labels string) answering {
+		return answering{body: strings.Replace(configMapAnswer, `"annotations":`, `"labels":`+labels+`,"annotations":`, 1)}
+	}
+	ctx := withReconciling(t.Context(), c, "team-a/w1")
+	do := func(rt answering) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPatch, "https://api.example.com/api/v1/namespaces/team-a/configmaps/w1?fieldManager=widgets", strings.NewReader(`{}`))
+		require.NoError(t, err)
+		resp, err := ownedWritesTransport{next: rt}.RoundTrip(req)
+		require.NoError(t, err)
+		_, err = io.ReadAll(resp.Body)
+		require.NoError(t, err)
+	}
+
+	do(answer(`{"team":"b"}`))
+	require.Empty(t, c.ownedWrites.keys, "a child the selector doesn't select keeps nothing")
+	do(answering{body: configMapAnswer})
+	require.Empty(t, c.ownedWrites.keys, "nor one without labels")
+
+	do(answer(`{"team":"a"}`))
+	require.Len(t, c.ownedWrites.keys, 1, "a child the selector selects is kept until its event comes")
+	queue := workqueue.NewTyped[string]()
+	defer queue.ShutDown()
+	h := c.ownerHandler(queue, schema.GroupResource{Resource: "configmaps"})
+	h.OnAdd(configMapOfW1("5"), false)
+	require.Zero(t, queue.Len(), "and its event isn't queued")
 	require.Empty(t, c.ownedWrites.keys)
 }
