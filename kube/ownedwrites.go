@@ -126,20 +126,25 @@ func (t ownedWritesTransport) RoundTrip(req *http.Request) (*http.Response, erro
 type ownedWriteTarget struct {
 	owner     string
 	gvr       schema.GroupVersionResource // the Owns' resource, whose cache holds the object
-	selector  string                      // the Owns' label selector, "" for every object
+	selectors []string                    // the label selectors of the Owns of its group and resource, "" for every object
 	namespace string
 	name      string // "" for a POST
 }
 
-// selects reports whether w's Owns watches an object with labels: with
-// no label selector, it watches every one. A selector that doesn't parse,
-// which NewController refuses, selects none.
+// selects reports whether an Owns of w's group and resource, at any of
+// its versions, watches an object with labels: one without a label
+// selector watches every one. A selector that doesn't parse, which
+// NewController refuses, selects none.
 func (w ownedWriteTarget) selects(objLabels map[string]string) bool {
-	if w.selector == "" {
-		return true
+	for _, s := range w.selectors {
+		if s == "" {
+			return true
+		}
+		if sel, err := labels.Parse(s); err == nil && sel.Matches(labels.Set(objLabels)) {
+			return true
+		}
 	}
-	sel, err := labels.Parse(w.selector)
-	return err == nil && sel.Matches(labels.Set(objLabels))
+	return false
 }
 
 // key is the ownWrites key of the object name of w's resource and
@@ -197,11 +202,16 @@ func (c *Controller) ownedWrite(owner string, req *http.Request) (ownedWriteTarg
 	}
 	for _, o := range c.owns {
 		if o.gvr.Group == gv[0] && o.gvr.Resource == segs[0] {
-			w.gvr, w.selector = o.gvr, o.selector
-			return w, w.name != "" || req.Method == http.MethodPost
+			if w.selectors == nil {
+				w.gvr = o.gvr
+			}
+			w.selectors = append(w.selectors, o.selector)
 		}
 	}
-	return ownedWriteTarget{}, false
+	if w.selectors == nil {
+		return ownedWriteTarget{}, false
+	}
+	return w, w.name != "" || req.Method == http.MethodPost
 }
 
 // ownedCached reports whether the Owns cache of w's resource holds the

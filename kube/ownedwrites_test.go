@@ -298,3 +298,36 @@ func TestACreationALabelSelectedOwnsDoesntSeeKeepsNothing(t *testing.T) {
 	require.Zero(t, queue.Len(), "and its event isn't queued")
 	require.Empty(t, c.ownedWrites.keys)
 }
+
+func TestACreationAnyOwnsOfItsResourceSelectsIsKept(t *testing.T) {
+	// Two Owns of one group and resource, at two versions, each with its
+	// own selector: an event's key has no version, so a child either one
+	// hears is kept, whichever version's path wrote it. (Found by a
+	// helper: the first Owns' selector alone judged it.)
+	c := &Controller{group: "test.example.com", kind: "Widget", scope: Namespaced, owns: []informerSpec{
+		{gvr: schema.GroupVersionResource{Group: "parts.example.com", Version: "v1", Resource: "gears"}, selector: "tier=a"},
+		{gvr: schema.GroupVersionResource{Group: "parts.example.com", Version: "v2", Resource: "gears"}, selector: "tier=b"},
+	}}
+	gear := func(tier string) answering {
+		return answering{body: `{"apiVersion":"parts.example.com/v2","kind":"Gear","metadata":{"name":"w1","namespace":"team-a","uid":"cm-uid","resourceVersion":"5","labels":{"tier":"` + tier + `"},"ownerReferences":[{"apiVersion":"test.example.com/v1","kind":"Widget","name":"w1","uid":"w-uid","controller":true}]}}`}
+	}
+	write := func(rt answering) {
+		t.Helper()
+		req, err := http.NewRequestWithContext(withReconciling(t.Context(), c, "team-a/w1"), http.MethodPatch,
+			"https://api.example.com/apis/parts.example.com/v2/namespaces/team-a/gears/w1?fieldManager=widgets", strings.NewReader(`{}`))
+		require.NoError(t, err)
+		resp, err := ownedWritesTransport{next: rt}.RoundTrip(req)
+		require.NoError(t, err)
+		_, err = io.ReadAll(resp.Body)
+		require.NoError(t, err)
+	}
+	write(gear("c"))
+	require.Empty(t, c.ownedWrites.keys, "neither Owns selects tier=c")
+	write(gear("b"))
+	require.Len(t, c.ownedWrites.keys, 1, "the v2 Owns selects tier=b")
+	queue := workqueue.NewTyped[string]()
+	defer queue.ShutDown()
+	h := c.ownerHandler(queue, schema.GroupResource{Group: "parts.example.com", Resource: "gears"})
+	h.OnAdd(configMapOfW1("5"), false)
+	require.Zero(t, queue.Len(), "and its creation's event isn't queued")
+}
