@@ -337,14 +337,14 @@ func (c *Controller) waitCurrent(ctx context.Context, indexer cache.Indexer, tim
 	defer tick.Stop()
 	for {
 		for key, rv := range pending {
-			if newerOrSame(cachedVersion(indexer, key), rv) {
+			if newerOrSame(cachedVersion(indexer, key).resourceVersion, rv) {
 				delete(pending, key)
 			}
 		}
 		deleted := 0
 		if len(pending) == 0 {
 			for _, key := range indexer.ListKeys() {
-				if _, ok := listed[key]; !ok && olderThan(cachedVersion(indexer, key), listRV) {
+				if _, ok := listed[key]; !ok && olderThan(cachedVersion(indexer, key).resourceVersion, listRV) {
 					deleted++
 				}
 			}
@@ -360,17 +360,17 @@ func (c *Controller) waitCurrent(ctx context.Context, indexer cache.Indexer, tim
 	}
 }
 
-// cachedVersion is the resourceVersion of the object indexer holds at key,
-// or "" if it holds none.
-func cachedVersion(indexer cache.Indexer, key string) string {
+// cachedVersion is the uid and resourceVersion of the object indexer
+// holds at key, or the zero objectVersion if it holds none.
+func cachedVersion(indexer cache.Indexer, key string) objectVersion {
 	item, ok, _ := indexer.GetByKey(key)
 	if !ok {
-		return ""
+		return objectVersion{}
 	}
 	if o, err := meta.Accessor(item); err == nil {
-		return o.GetResourceVersion()
+		return objectVersion{uid: o.GetUID(), resourceVersion: o.GetResourceVersion()}
 	}
-	return ""
+	return objectVersion{}
 }
 
 // listVersions lists the resource's objects as its informer does, and

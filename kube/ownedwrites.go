@@ -11,7 +11,6 @@ import (
 	gojson "github.com/goccy/go-json"
 	"google.golang.org/protobuf/encoding/protowire"
 
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -227,12 +226,7 @@ func (c *Controller) ownedCached(w ownedWriteTarget, name string, v *objectVersi
 	if inf == nil {
 		return false
 	}
-	obj, ok, err := (*inf).GetIndexer().GetByKey(objectKey(w.namespace, name))
-	if err != nil || !ok {
-		return false
-	}
-	m, err := meta.Accessor(obj)
-	return err == nil && m.GetUID() == v.uid && m.GetResourceVersion() == v.resourceVersion
+	return cachedVersion((*inf).GetIndexer(), objectKey(w.namespace, name)) == *v
 }
 
 // writtenMetadata is what a write's answer tells of the object written:
