@@ -319,8 +319,8 @@ func writtenObject(resp *http.Response, err error) *writtenMetadata {
 // envelope's field 2 is the object, an object's field 1 its ObjectMeta (as
 // PartialObjectMetadata's is), whose fields 1, 3, 5, 6, 11 and 13 are
 // those (apimachinery's generated.proto), the labels a map, whose entries
-// are messages of a key (1) and a value (2). The managed fields, often the larger
-// part of the metadata, are skipped undecoded.
+// are messages of a key (1) and a value (2). The managed fields, often the
+// larger part of the metadata, are skipped undecoded.
 func metadataFromProtobuf(b []byte) (metav1.ObjectMeta, error) {
 	var m metav1.ObjectMeta
 	raw, err := protoBytesField(b, 2)
