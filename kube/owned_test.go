@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"sync"
 	"testing"
 	"testing/synctest"
 
@@ -80,6 +81,52 @@ func TestAChildTakenFromItsOwnerReconcilesThatOwner(t *testing.T) {
 		require.NoError(t, md.Update(configMapGVR, ownedConfigMap(testNamespace, "child", controlledBy("w1")), testNamespace))
 		synctest.Wait()
 		require.Equal(t, map[string]int{"w1": 4, "w2": 3}, n.get(), "given back to w1, it reconciles w1 alone")
+
+		require.NoError(t, s.stop(t))
+	})
+}
+
+// An Owns Lister's copies are the caller's to change: a change to one's
+// owner references, whose Controller and BlockOwnerDeletion are pointers,
+// never reaches the cache, nor another reader's copy (run with -race).
+func TestAnOwnsListersCopyOwnsItsOwnerReferences(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		ref := metav1.OwnerReference{APIVersion: "test.example.com/v1", Kind: "Widget", Name: "w1", UID: "uid-w1",
+			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+		require.NoError(t, f.metadata.Tracker().Create(configMapGVR, ownedConfigMap(testNamespace, "child", ref), testNamespace))
+		var n counter
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(), noStatus(&n), Owns(configMapGVR))
+		s := serve(t, c)
+		synctest.Wait()
+		children, err := NewLister[metav1.PartialObjectMetadata](c, configMapGVR)
+		require.NoError(t, err)
+
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				got, err := children.Get(testNamespace, "child")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				*got.OwnerReferences[0].Controller = false
+				*got.OwnerReferences[0].BlockOwnerDeletion = false
+				all, err := children.List(testNamespace, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				*all[0].OwnerReferences[0].Controller = false
+			})
+		}
+		wg.Wait()
+		got, err := children.Get(testNamespace, "child")
+		require.NoError(t, err)
+		require.Equal(t, []metav1.OwnerReference{ref}, got.OwnerReferences, "the cache's owner references are as they were")
+		key, ok := c.ownerKey(&got)
+		require.True(t, ok)
+		require.Equal(t, testNamespace+"/w1", key)
 
 		require.NoError(t, s.stop(t))
 	})
