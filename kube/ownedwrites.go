@@ -214,9 +214,12 @@ func (c *Controller) ownedWrite(owner string, req *http.Request) (ownedWriteTarg
 }
 
 // ownedCached reports whether the Owns cache of w's resource holds the
-// object name in w's namespace at version v already: its event has come,
-// at least as far as the cache. It reports false for a nil v, or before
-// the cache is started.
+// object name in w's namespace at version v or a newer one already: v's
+// event has come, at least as far as the cache, and if another writer
+// changed the object before the answer came (the Deployment controller
+// writes a new Deployment's status at once), so has that change's. It
+// reports false for a nil v, for another object of the same name, or
+// before the cache is started.
 func (c *Controller) ownedCached(w ownedWriteTarget, name string, v *objectVersion) bool {
 	ch := c.caches[w.gvr]
 	if v == nil || ch == nil {
@@ -226,7 +229,8 @@ func (c *Controller) ownedCached(w ownedWriteTarget, name string, v *objectVersi
 	if inf == nil {
 		return false
 	}
-	return cachedVersion((*inf).GetIndexer(), objectKey(w.namespace, name)) == *v
+	cached := cachedVersion((*inf).GetIndexer(), objectKey(w.namespace, name))
+	return cached.uid == v.uid && newerOrSame(cached.resourceVersion, v.resourceVersion)
 }
 
 // writtenMetadata is what a write's answer tells of the object written:

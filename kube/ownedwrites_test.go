@@ -254,6 +254,29 @@ func TestACreationWhoseEventCameBeforeItsAnswerKeepsNothing(t *testing.T) {
 	key, _ := queue.Get()
 	queue.Done(key)
 
+	// Nor one whose object the cache holds at a newer version already:
+	// another writer, such as the Deployment controller writing a new
+	// Deployment's status, changed it before the answer came.
+	withOwnedCache(t, c, configMapOfW1("6"))
+	h.OnAdd(configMapOfW1("5"), false)
+	h.OnUpdate(configMapOfW1("5"), configMapOfW1("6"))
+	create()
+	require.Empty(t, c.ownedWrites.keys, "a creation whose object the cache holds at a newer version keeps nothing")
+	require.Equal(t, 1, queue.Len())
+	key, _ = queue.Get()
+	queue.Done(key)
+
+	// Another object of the same name, an older one, isn't a newer
+	// version of the one created.
+	withOwnedCache(t, c, newCachedMetadata(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name: "w1", Namespace: "team-a", UID: "old-cm-uid", ResourceVersion: "6",
+	}}))
+	create()
+	require.Len(t, c.ownedWrites.keys, 1, "a creation whose object's event hasn't come is kept")
+	h.OnAdd(configMapOfW1("5"), false)
+	require.Zero(t, queue.Len())
+	require.Empty(t, c.ownedWrites.keys)
+
 	// A creation whose event hasn't come is kept until it comes, as
 	// before.
 	withOwnedCache(t, c)

@@ -142,10 +142,10 @@ func (o *ownWrites) wrote(key string, v *objectVersion) {
 
 // wroteCached is wrote for a write whose events weren't held while it
 // was in flight, a POST's (ownedwrites.go), cached reporting whether the
-// informer's cache holds v already: then v's event has most often come
-// and queued its key before the answer did, and v is not kept, since no
-// event would come to forget it: kept, it stayed until the object's
-// deletion. If v's event is still on its way from the cache to its
+// informer's cache holds v, or a newer version of its object, already:
+// then v's event has most often come and queued its key before the answer
+// did, and v is not kept, since no event would come to forget it: kept,
+// it stayed until the object's deletion. If v's event is still on its way from the cache to its
 // handler, it queues its key, and nothing worse.
 func (o *ownWrites) wroteCached(key string, v *objectVersion, cached bool) {
 	o.mu.Lock()
