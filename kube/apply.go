@@ -64,7 +64,8 @@ func (c *Controller) applyMetadata(ctx context.Context, u *cachedObject, md map[
 // It returns the API server's error as it is.
 func (c *Controller) applyOwn(ctx context.Context, u *cachedObject, subresource string, applyJSON []byte) error {
 	opts := metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true}
-	return c.own.apply(u.key(), func() (*objectVersion, error) {
+	held := func(v objectVersion) bool { return c.holds(u.key(), v.uid) }
+	return c.own.applyHeld(u.key(), held, func() (*objectVersion, error) {
 		if cc := c.clients.cached; cc != nil {
 			return cc.apply(ctx, c.gvr, u.namespace, u.name, subresource, applyJSON, opts)
 		}

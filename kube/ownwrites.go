@@ -137,7 +137,7 @@ func (o *ownWrites) writing(key string) {
 // the object gone. The events held meanwhile are queued, except the
 // apply's own.
 func (o *ownWrites) wrote(key string, v *objectVersion) {
-	o.wroteCached(key, v, false)
+	o.wroteUnless(key, v, nil)
 }
 
 // wroteCached is wrote for a write whose events weren't held while it
@@ -148,6 +148,13 @@ func (o *ownWrites) wrote(key string, v *objectVersion) {
 // it stayed until the object's deletion. If v's event is still on its way from the cache to its
 // handler, it queues its key, and nothing worse.
 func (o *ownWrites) wroteCached(key string, v *objectVersion, cached bool) {
+	o.wroteUnless(key, v, func(objectVersion) bool { return cached })
+}
+
+// wroteUnless is wrote, except that v is not kept if drop, called with the
+// lock held once v's held event, if any, has been matched, reports that no
+// event will come to match it.
+func (o *ownWrites) wroteUnless(key string, v *objectVersion, drop func(objectVersion) bool) {
 	o.mu.Lock()
 	of := o.keys[key]
 	if of == nil {
@@ -170,7 +177,7 @@ func (o *ownWrites) wroteCached(key string, v *objectVersion, cached bool) {
 		}
 		of.held = nil
 	}
-	if cached && v != nil && len(of.written) > 0 && of.written[len(of.written)-1] == *v {
+	if v != nil && len(of.written) > 0 && of.written[len(of.written)-1] == *v && drop != nil && drop(*v) {
 		of.written = of.written[:len(of.written)-1]
 	}
 	o.tidy(key, of)
@@ -200,12 +207,28 @@ func (o *ownWrites) tidy(key string, of *ownWritesOf) {
 // apply runs do, an apply of key, as the controller's own write: the event
 // of the object version it returns isn't queued.
 func (o *ownWrites) apply(key string, do func() (*objectVersion, error)) error {
+	return o.applyHeld(key, nil, do)
+}
+
+// applyHeld is apply for an object that can be deleted before the apply's
+// answer comes, such as by the removal of its last finalizer: the
+// deletion's event, which forgets the key's writes, can come first, the
+// answer and the watch traveling apart. So the version returned isn't
+// kept when held, asked with the lock held, reports that the cache holds
+// no object of its uid any more: the informer drops an object from its
+// cache before its handler hears of the deletion, so one that holds it
+// then forgets the write later, in deleted. A nil held keeps every version.
+func (o *ownWrites) applyHeld(key string, held func(objectVersion) bool, do func() (*objectVersion, error)) error {
 	o.writing(key)
 	v, err := do()
 	if err != nil {
 		v = nil
 	}
-	o.wrote(key, v)
+	var drop func(objectVersion) bool
+	if held != nil {
+		drop = func(v objectVersion) bool { return !held(v) }
+	}
+	o.wroteUnless(key, v, drop)
 	return err
 }
 
