@@ -64,8 +64,15 @@ func (c *Controller) applyMetadata(ctx context.Context, u *cachedObject, md map[
 // It returns the API server's error as it is.
 func (c *Controller) applyOwn(ctx context.Context, u *cachedObject, subresource string, applyJSON []byte) error {
 	opts := metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true}
+	// What the apply writes, which its event may change and still be its
+	// own (onlyOwnWrites): the controller's finalizer, for an apply of
+	// the metadata, or the status fields it names.
+	scope := writeScope{finalizer: c.finalizer}
+	if subresource == "status" {
+		scope = writeScope{status: statusFieldsOf(applyJSON)}
+	}
 	held := func(v objectVersion) bool { return c.holds(u.key(), v.uid) }
-	return c.own.applyHeld(u.key(), held, func() (*objectVersion, error) {
+	return c.own.applyHeld(u.key(), scope, held, func() (*objectVersion, error) {
 		if cc := c.clients.cached; cc != nil {
 			return cc.apply(ctx, c.gvr, u.namespace, u.name, subresource, applyJSON, opts)
 		}
