@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // configMap is a ConfigMap in the test namespace as the metadata client
@@ -404,4 +405,26 @@ func TestWatchesMapsAnUpdatesOldObjectAndItsNewOne(t *testing.T) {
 
 		require.NoError(t, s.stop(t))
 	})
+}
+
+// A resync hands an update the same object twice: it is mapped once.
+func TestWatchesMapsAResyncOnce(t *testing.T) {
+	var maps counter
+	w := watchSpec{mapFunc: func(obj *metav1.PartialObjectMetadata) []types.NamespacedName {
+		maps.add(obj.Labels["widget"])
+		return []types.NamespacedName{{Namespace: obj.Namespace, Name: obj.Labels["widget"]}}
+	}}
+	queue := workqueue.NewTyped[string]()
+	defer queue.ShutDown()
+	h := (&Controller{}).watchHandler(w, nil, queue)
+	at := func(rv, widget string) *metav1.PartialObjectMetadata {
+		cm := configMap("cm", map[string]string{"widget": widget})
+		cm.UID, cm.ResourceVersion = "cm-uid", rv
+		return cm
+	}
+	h.OnUpdate(at("5", "w1"), at("5", "w1"))
+	require.Equal(t, map[string]int{"w1": 1}, maps.get())
+	h.OnUpdate(at("5", "w1"), at("6", "w2"))
+	require.Equal(t, map[string]int{"w1": 2, "w2": 1}, maps.get())
+	require.Equal(t, 2, queue.Len())
 }
