@@ -88,6 +88,15 @@ func (t ownedWritesTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	// only from the answer, so its events aren't held meanwhile.
 	if w.name != "" {
 		r.c.ownedWrites.writing(w.key(w.name))
+		// A panic below, which the reconcile recovers, still ends the
+		// write: left in flight, the object's events would be held for
+		// good.
+		defer func() {
+			if p := recover(); p != nil {
+				r.c.ownedWrites.wrote(w.key(w.name), nil)
+				panic(p)
+			}
+		}()
 	}
 	resp, err := t.next.RoundTrip(req)
 	got := writtenObject(resp, err)

@@ -354,3 +354,22 @@ func TestACreationAnyOwnsOfItsResourceSelectsIsKept(t *testing.T) {
 	h.OnAdd(configMapOfW1("5"), false)
 	require.Zero(t, queue.Len(), "and its creation's event isn't queued")
 }
+
+// panicking is a RoundTripper that panics, as a broken layer might.
+type panicking struct{}
+
+func (panicking) RoundTrip(*http.Request) (*http.Response, error) { panic("the transport panicked") }
+
+func TestAnOwnedWriteThatPanicsHoldsNoEventForGood(t *testing.T) {
+	c := ownsConfigMaps()
+	queue := workqueue.NewTyped[string]()
+	defer queue.ShutDown()
+	h := c.ownerHandler(queue, schema.GroupResource{Resource: "configmaps"})
+	req, err := http.NewRequestWithContext(withReconciling(t.Context(), c, "team-a/w1"), http.MethodPatch,
+		"https://api.example.com/api/v1/namespaces/team-a/configmaps/w1?fieldManager=widgets", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	require.Panics(t, func() { _, _ = ownedWritesTransport{next: panicking{}}.RoundTrip(req) })
+	require.Empty(t, c.ownedWrites.keys, "the write ended")
+	h.OnUpdate(configMapOfW1("4"), configMapOfW1("5"))
+	require.Equal(t, 1, queue.Len(), "a later change of the child isn't held")
+}

@@ -259,6 +259,14 @@ func (o *ownWrites) apply(key string, do func() (*objectVersion, error)) error {
 // then forgets the write later, in deleted. A nil held keeps every version.
 func (o *ownWrites) applyHeld(key string, scope writeScope, held func(objectVersion) bool, do func() (*objectVersion, error)) error {
 	o.writing(key)
+	// A panic in do, which the reconcile recovers, still ends the write:
+	// left in flight, the key's events would be held for good.
+	defer func() {
+		if p := recover(); p != nil {
+			o.wrote(key, nil)
+			panic(p)
+		}
+	}()
 	v, err := do()
 	if err != nil {
 		v = nil

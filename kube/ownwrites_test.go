@@ -256,3 +256,20 @@ func TestAnotherWritersStatusOrFinalizerReturnedByANoOpApplyIsQueued(t *testing.
 		})
 	}
 }
+
+// An apply that panics, which the reconcile recovers, still ends: left in
+// flight, its key's events would be held, and lost, for good.
+func TestAnApplyThatPanicsHoldsNoEventForGood(t *testing.T) {
+	var o ownWrites
+	var q queued
+	require.Panics(t, func() {
+		_ = o.apply("ns/w1", func() (*objectVersion, error) {
+			o.changed("ns/w1", version("w1", "2"), q.add)
+			panic("the client panicked")
+		})
+	})
+	require.Equal(t, queued{"ns/w1"}, q, "the event held meanwhile is queued")
+	o.changed("ns/w1", version("w1", "3"), q.add)
+	require.Equal(t, queued{"ns/w1", "ns/w1"}, q, "and a later one isn't held")
+	require.Empty(t, o.keys)
+}
