@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	gojson "github.com/goccy/go-json"
 
@@ -173,13 +174,16 @@ func (c *cachedObject) decodeAs(obj any, fast bool) error {
 // FuzzDecodeJSON and TestDecodeJSONAgreesWithEncodingJSON hold the two to
 // the same values. A type that holds a float or an interface is decoded by
 // encoding/json alone: go-json decodes a number too large for a float32
-// (1e39) as +Inf without an error, where encoding/json refuses it.
+// (1e39) as +Inf without an error, where encoding/json refuses it. So is
+// JSON that fastJSON refuses: go-json wraps a 19- or 20-digit number that
+// overflows an int64 or a uint64 without an error, and keeps invalid UTF-8
+// where encoding/json puts U+FFFD.
 func decodeJSON(raw []byte, obj any, fast bool) error {
 	ptr := reflect.ValueOf(obj)
 	if ptr.Kind() != reflect.Pointer || ptr.IsNil() {
 		return json.Unmarshal(raw, obj) // its *json.InvalidUnmarshalError
 	}
-	if fast {
+	if fast && fastJSON(raw) {
 		if err := gojson.Unmarshal(raw, obj); err == nil {
 			return nil
 		}
@@ -196,6 +200,42 @@ func decodeJSON(raw []byte, obj any, fast bool) error {
 	}
 	ptr.Elem().Set(fresh.Elem())
 	return nil
+}
+
+// maxFastDigits is the most digits in a row JSON that go-json decodes may
+// hold: every integer of 18 digits fits an int64 and a uint64, and go-json
+// refuses one of 21 or more, but wraps one of 19 or 20 that overflows its
+// field (9223372036854775808 into an int64 is -9223372036854775808).
+const maxFastDigits = 18
+
+// fastJSON reports whether go-json decodes raw as encoding/json does, for
+// a fastDecodable type: raw is UTF-8, and holds no run of more than
+// maxFastDigits digits. A run inside a string (a long numeric name) makes
+// it false too, which costs only the slower decode. Any such run holds
+// one of every maxFastDigits+1'th byte, so only those are read, and the
+// digits around those that are digits: on the 4 KiB object it takes about
+// 0.3 µs, under 1% of the fast decode's time (BenchmarkDecode).
+func fastJSON(raw []byte) bool {
+	if !utf8.Valid(raw) {
+		return false
+	}
+	digit := func(i int) bool { return raw[i]-'0' <= 9 }
+	for i := maxFastDigits; i < len(raw); i += maxFastDigits + 1 {
+		if !digit(i) {
+			continue
+		}
+		start, end := i, i+1
+		for start > 0 && digit(start-1) {
+			start--
+		}
+		for end < len(raw) && digit(end) {
+			end++
+		}
+		if end-start > maxFastDigits {
+			return false
+		}
+	}
+	return true
 }
 
 // fastDecodable reports whether t, and every type it holds, has no float

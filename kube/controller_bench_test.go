@@ -210,7 +210,7 @@ func must[T any](v T, err error) T {
 }
 
 // BenchmarkDecode compares the controller's decode (decodeJSON), from the cached JSON,
-// with apimachinery's DefaultUnstructuredConverter on a deep copy of an
+// and the check of its JSON that lets it take go-json (fastJSON), with apimachinery's DefaultUnstructuredConverter on a deep copy of an
 // unstructured object, as the cache held it before, which converts a
 // number to a narrower field silently, so the controller doesn't use it.
 func BenchmarkDecode(b *testing.B) {
@@ -223,6 +223,15 @@ func BenchmarkDecode(b *testing.B) {
 			var obj benchObject
 			if err := o.decode(&obj); err != nil {
 				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("fastJSON check", func(b *testing.B) {
+		raw := []byte(o.raw)
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			if !fastJSON(raw) {
+				b.Fatal("the 4 KiB object is not fastJSON")
 			}
 		}
 	})
