@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,20 +80,38 @@ func scanValue(b []byte, i int) (int, error) {
 	}
 }
 
-// scannedField is one field of a JSON object: its key without quotes, and the
-// spans of the whole field, from its key's opening quote, and of its value.
+// scannedField is one field of a JSON object: its key as written, escapes
+// and all, without quotes, whether it holds an escape, and the spans of
+// the whole field, from its key's opening quote, and of its value.
 type scannedField struct {
 	key                    []byte
+	escaped                bool
 	start, valueStart, end int
 }
 
-// is reports whether f's key is key.
-func (f scannedField) is(key string) bool { return string(f.key) == key }
+// is reports whether f's key is key once unescaped, as encoding/json reads
+// it: "na\u006de" is "name". The key is only decoded when it holds an
+// escape, which the API server never writes.
+func (f scannedField) is(key string) bool {
+	if !f.escaped {
+		return string(f.key) == key
+	}
+	var k string
+	err := json.Unmarshal(append(append([]byte{'"'}, f.key...), '"'), &k)
+	return err == nil && k == key
+}
+
+// text is f's value if it is a JSON string, as jsonText reads it, and
+// false if it is not.
+func (f scannedField) text(b []byte) (string, bool) {
+	t, err := jsonText(string(b[f.valueStart:f.end]), 0, f.end-f.valueStart)
+	return t, err == nil
+}
 
 // scanFields calls f, unless it is nil, with each field of the JSON object
-// that begins at b[i], and returns the object's end, past its closing
-// brace. A key is its bytes as written, escapes and all: a key f looks
-// for has none.
+// that begins at b[i], in order, repeated keys and all (encoding/json
+// keeps a repeated key's last value), and returns the object's end, past
+// its closing brace.
 func scanFields(b []byte, i int, f func(scannedField) error) (int, error) {
 	return scanMembers(b, i, '{', '}', func(start int) (int, error) {
 		keyEnd, err := scanString(b, start)
@@ -108,7 +127,8 @@ func scanFields(b []byte, i int, f func(scannedField) error) (int, error) {
 		if err != nil || f == nil {
 			return end, err
 		}
-		return end, f(scannedField{key: b[start+1 : keyEnd-1], start: start, valueStart: valueStart, end: end})
+		key := b[start+1 : keyEnd-1]
+		return end, f(scannedField{key: key, escaped: bytes.IndexByte(key, '\\') >= 0, start: start, valueStart: valueStart, end: end})
 	})
 }
 
@@ -181,24 +201,25 @@ const initialEventsEnd = metav1.InitialEventsAnnotationKey
 
 // scanMetadata calls f with each field of the metadata of the object whose
 // JSON is b, and reports whether the object is a Status, whose metadata it
-// doesn't scan. An object without metadata is an error.
+// doesn't scan. An object without metadata is an error. Of a repeated
+// key, the last is read, as encoding/json reads it.
 func scanMetadata(b []byte, f func(scannedField) error) (status bool, err error) {
 	var md *scannedField
-	var kind, apiVersion []byte
+	var kind, apiVersion string
 	if _, err := scanFields(b, scanSpace(b, 0), func(f scannedField) error {
 		switch {
 		case f.is("metadata"):
 			md = &f
 		case f.is("kind"):
-			kind = b[f.valueStart:f.end]
+			kind, _ = f.text(b)
 		case f.is("apiVersion"):
-			apiVersion = b[f.valueStart:f.end]
+			apiVersion, _ = f.text(b)
 		}
 		return nil
 	}); err != nil {
 		return false, err
 	}
-	if string(kind) == `"Status"` && string(apiVersion) == `"v1"` {
+	if kind == "Status" && apiVersion == "v1" {
 		return true, nil
 	}
 	if md == nil || b[md.valueStart] != '{' {
@@ -214,8 +235,10 @@ func versionFromJSON(b []byte) (namespace, name string, v objectVersion, err err
 	status, err := scanMetadata(b, func(f scannedField) error {
 		var err error
 		text := func() string {
-			var t string
-			t, err = jsonText(string(b[f.valueStart:f.end]), 0, f.end-f.valueStart)
+			t, ok := f.text(b)
+			if !ok {
+				err = errNotScanned
+			}
 			return t
 		}
 		switch {
@@ -259,82 +282,126 @@ func cachedFromJSON(b []byte) (scannedObject, error) {
 	if err != nil || status {
 		return scannedObject{status: status}, err
 	}
-	// Cut the managed fields out, with the comma before them, or after
-	// them when they come first.
-	cutStart, cutEnd := 0, 0
-	for i, f := range fields {
-		if !f.is("managedFields") {
-			continue
-		}
-		switch {
-		case i > 0:
-			cutStart, cutEnd = fields[i-1].end, f.end
-		case len(fields) > 1:
-			cutStart, cutEnd = f.start, fields[1].start
-		default:
-			cutStart, cutEnd = f.start, f.end
-		}
-		break
-	}
-	var sb strings.Builder
-	sb.Grow(len(b) - (cutEnd - cutStart))
-	sb.Write(b[:cutStart])
-	sb.Write(b[cutEnd:])
-	raw := sb.String()
-	// at is where b's offset i is in raw.
-	at := func(i int) int {
-		if i >= cutEnd {
-			return i - (cutEnd - cutStart)
-		}
-		return i
-	}
+	raw, at := cutManagedFields(b, fields)
 	s := scannedObject{obj: &cachedObject{raw: raw}}
 	c := s.obj
 	for _, f := range fields {
-		if f.is("managedFields") || string(b[f.valueStart:f.end]) == "null" {
-			continue
-		}
+		// A repeated key's last value is the one read, null included.
+		null := string(b[f.valueStart:f.end]) == "null"
 		start, end := at(f.valueStart), at(f.end)
 		var err error
 		switch {
+		case f.is("managedFields"):
 		case f.is("name"):
-			c.name, err = jsonText(raw, start, end)
+			c.name, err = metadataText(raw, start, end, null)
 		case f.is("namespace"):
-			c.namespace, err = jsonText(raw, start, end)
+			c.namespace, err = metadataText(raw, start, end, null)
 		case f.is("uid"):
 			var uid string
-			uid, err = jsonText(raw, start, end)
+			uid, err = metadataText(raw, start, end, null)
 			c.uid = types.UID(uid)
 		case f.is("resourceVersion"):
-			c.resourceVersion, err = jsonText(raw, start, end)
+			c.resourceVersion, err = metadataText(raw, start, end, null)
 		case f.is("generation"):
-			c.generation, err = strconv.ParseInt(raw[start:end], 10, 64)
+			c.generation = 0
+			if !null {
+				c.generation, err = strconv.ParseInt(raw[start:end], 10, 64)
+			}
 		case f.is("deletionTimestamp"):
-			t := new(metav1.Time)
-			if err = t.UnmarshalJSON(b[f.valueStart:f.end]); err == nil {
-				c.SetDeletionTimestamp(t)
+			c.SetDeletionTimestamp(nil)
+			if !null {
+				t := new(metav1.Time)
+				if err = t.UnmarshalJSON(b[f.valueStart:f.end]); err == nil {
+					c.SetDeletionTimestamp(t)
+				}
 			}
 		case f.is("finalizers"):
 			var fs []string
-			_, err = scanElements(b, f.valueStart, func(s, e int) error {
-				f, err := jsonText(raw, at(s), at(e))
-				fs = append(fs, f)
-				return err
-			})
-			if len(fs) > 0 {
-				c.SetFinalizers(fs)
+			if !null {
+				_, err = scanElements(b, f.valueStart, func(s, e int) error {
+					f, err := jsonText(raw, at(s), at(e))
+					fs = append(fs, f)
+					return err
+				})
 			}
+			c.SetFinalizers(fs)
 		case f.is("annotations"):
-			_, err = scanFields(b, f.valueStart, func(a scannedField) error {
-				if a.is(initialEventsEnd) && string(b[a.valueStart:a.end]) == `"true"` {
-					c.setRare(func(r *cachedRare) { r.initialEventsEnd = true })
-				}
-				return nil
-			})
+			eventsEnd := false
+			if !null {
+				_, err = scanFields(b, f.valueStart, func(a scannedField) error {
+					if a.is(initialEventsEnd) {
+						t, _ := a.text(b)
+						eventsEnd = t == "true"
+					}
+					return nil
+				})
+			}
+			if eventsEnd || c.rare != nil {
+				c.setRare(func(r *cachedRare) { r.initialEventsEnd = eventsEnd })
+			}
 		}
 		if err != nil {
 			return scannedObject{}, fmt.Errorf("%w: metadata.%s: %w", errNotScanned, f.key, err)
 		}
 	}
 	return s, nil
+}
+
+// metadataText is the JSON string raw[start:end] as jsonText reads it, or
+// "" if it is null.
+func metadataText(raw string, start, end int, null bool) (string, error) {
+	if null {
+		return "", nil
+	}
+	return jsonText(raw, start, end)
+}
+
+// cutManagedFields returns b without the metadata fields, of fields, that
+// are managedFields, however often and however escaped, each cut with the
+// comma before it, or after it when no field before it is kept; and at,
+// which maps an offset of b outside the cuts to its offset in raw.
+func cutManagedFields(b []byte, fields []scannedField) (raw string, at func(int) int) {
+	type span struct{ start, end int }
+	var cuts []span
+	kept := -1 // the end of the last field kept
+	for i, f := range fields {
+		if !f.is("managedFields") {
+			kept = f.end
+			continue
+		}
+		cut := span{f.start, f.end}
+		switch {
+		case kept >= 0:
+			cut.start = kept
+		case i+1 < len(fields):
+			cut.end = fields[i+1].start
+		}
+		if n := len(cuts); n > 0 && cut.start <= cuts[n-1].end {
+			cuts[n-1].end = max(cuts[n-1].end, cut.end)
+			continue
+		}
+		cuts = append(cuts, cut)
+	}
+	cutBytes := 0
+	for _, c := range cuts {
+		cutBytes += c.end - c.start
+	}
+	var sb strings.Builder
+	sb.Grow(len(b) - cutBytes)
+	from := 0
+	for _, c := range cuts {
+		sb.Write(b[from:c.start])
+		from = c.end
+	}
+	sb.Write(b[from:])
+	return sb.String(), func(i int) int {
+		at := i
+		for _, c := range cuts {
+			if i < c.end {
+				break
+			}
+			at -= c.end - c.start
+		}
+		return at
+	}
 }
