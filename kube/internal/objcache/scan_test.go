@@ -1,4 +1,4 @@
-package kube
+package objcache
 
 import (
 	"encoding/json"
@@ -48,7 +48,7 @@ var escapedKeySeeds = []string{
 }
 
 // requireScannedAsDecoded checks that cachedFromJSON read b as client-go's
-// unstructured decode and newCachedObject do, when both read it.
+// unstructured decode and NewObject do, when both read it.
 func requireScannedAsDecoded(t *testing.T, b []byte) {
 	t.Helper()
 	s, err := cachedFromJSON(b)
@@ -64,7 +64,7 @@ func requireScannedAsDecoded(t *testing.T, b []byte) {
 	if s.status {
 		return
 	}
-	want, err := newCachedObject(u)
+	want, err := NewObject(u)
 	if err != nil {
 		return
 	}
@@ -100,7 +100,7 @@ func TestTheScanReadsEscapedAndRepeatedKeysAsEncodingJSONDoes(t *testing.T) {
 	}
 	s, err := cachedFromJSON([]byte(escapedKeySeeds[0]))
 	require.NoError(t, err)
-	require.Equal(t, "ns/w4", s.obj.key())
+	require.Equal(t, "ns/w4", s.obj.Key())
 	for _, seed := range escapedKeySeeds[1:6] {
 		s, err := cachedFromJSON([]byte(seed))
 		require.NoError(t, err)
@@ -108,7 +108,7 @@ func TestTheScanReadsEscapedAndRepeatedKeysAsEncodingJSONDoes(t *testing.T) {
 	}
 	_, _, v, err := versionFromJSON([]byte(`{"kind":"Widget","metadata":{"ui\u0064":"u1","resourceVersio\u006e":"8"}}`))
 	require.NoError(t, err)
-	require.Equal(t, objectVersion{uid: "u1", resourceVersion: "8"}, v)
+	require.Equal(t, Version{UID: "u1", ResourceVersion: "8"}, v)
 }
 
 func TestCachedFromJSONCutsTheManagedFieldsOutWhereverTheyAre(t *testing.T) {
@@ -136,7 +136,7 @@ func TestABookmarkKeepsTheAnnotationThatEndsTheInitialEvents(t *testing.T) {
 }
 
 func TestAWatchsStatusIsDecodedAsAStatus(t *testing.T) {
-	obj, err := cachedObjectFromJSON([]byte(scanSeeds[7]))
+	obj, err := ObjectFromJSON([]byte(scanSeeds[7]))
 	require.NoError(t, err)
 	require.Equal(t, &metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Status: "Failure", Message: "too old", Reason: metav1.StatusReasonExpired, Code: 410}, obj)
 }
@@ -146,25 +146,25 @@ func TestJSONTheScanDoesntReadIsDecodedAsTheDynamicClientDecodesIt(t *testing.T)
 	// names the mistake.
 	_, err := cachedFromJSON([]byte(`{"metadata":[]}`))
 	require.True(t, errors.Is(err, errNotScanned))
-	_, err = cachedObjectFromJSON([]byte(`{"metadata":[]}`))
+	_, err = ObjectFromJSON([]byte(`{"metadata":[]}`))
 	require.Error(t, err)
 	// A generation that is no integer: the scan refuses it, and the
 	// unstructured object's GetGeneration reads it as 0, as before.
-	obj, err := cachedObjectFromJSON([]byte(`{"apiVersion":"test.example.com/v1","kind":"Widget","metadata":{"name":"w1","generation":"7"}}`))
+	obj, err := ObjectFromJSON([]byte(`{"apiVersion":"test.example.com/v1","kind":"Widget","metadata":{"name":"w1","generation":"7"}}`))
 	require.NoError(t, err)
-	require.Equal(t, "w1", obj.(*cachedObject).name)
-	require.Zero(t, obj.(*cachedObject).generation)
+	require.Equal(t, "w1", obj.(*Object).name)
+	require.Zero(t, obj.(*Object).generation)
 }
 
 func TestAListIsReadItemByItem(t *testing.T) {
-	l, err := cachedListFromJSON([]byte(`{"apiVersion":"test.example.com/v1","items":[` + scanSeeds[0] + `,{"metadata":{"name":"w9","resourceVersion":"9"}}],"kind":"WidgetList","metadata":{"continue":"c","resourceVersion":"300"}}`))
+	l, err := listFromJSON([]byte(`{"apiVersion":"test.example.com/v1","items":[` + scanSeeds[0] + `,{"metadata":{"name":"w9","resourceVersion":"9"}}],"kind":"WidgetList","metadata":{"continue":"c","resourceVersion":"300"}}`))
 	require.NoError(t, err)
 	require.Equal(t, "300", l.ResourceVersion)
 	require.Equal(t, "c", l.Continue)
 	require.Len(t, l.Items, 2)
 	require.Equal(t, "w1", l.Items[0].name)
 	require.Equal(t, "9", l.Items[1].resourceVersion)
-	l, err = cachedListFromJSON([]byte(`{"items":null,"metadata":{"resourceVersion":"301"}}`))
+	l, err = listFromJSON([]byte(`{"items":null,"metadata":{"resourceVersion":"301"}}`))
 	require.NoError(t, err)
 	require.Empty(t, l.Items)
 }

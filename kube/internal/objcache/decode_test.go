@@ -1,8 +1,9 @@
-package kube
+package objcache
 
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"github.com/stretchr/testify/require"
 	"reflect"
 	"strings"
@@ -48,7 +49,7 @@ func TestDecodeJSONAgreesWithEncodingJSON(t *testing.T) {
 		})
 	}
 	agree("Object", func() any { var o benchObject; f.Fill(&o); return o }, decodeBoth[benchObject])
-	agree("Memcached", func() any { var o Object[benchMemcachedSpec, benchMemcachedStatus]; f.Fill(&o); return o }, decodeBoth[Object[benchMemcachedSpec, benchMemcachedStatus]])
+	agree("Memcached", func() any { var o object[benchMemcachedSpec, benchMemcachedStatus]; f.Fill(&o); return o }, decodeBoth[object[benchMemcachedSpec, benchMemcachedStatus]])
 	agree("PodTemplateSpec", func() any { var o corev1.PodTemplateSpec; f.Fill(&o); return o }, decodeBoth[corev1.PodTemplateSpec])
 	agree("Deployment", func() any { var o appsv1.Deployment; f.Fill(&o); return o }, decodeBoth[appsv1.Deployment])
 }
@@ -60,7 +61,7 @@ func TestDecodeJSONErrorsAreEncodingJSONs(t *testing.T) {
 		{`{"spec":{"replicas":1099511627776}}`, "field spec.replicas: a JSON number 1099511627776 doesn't fit a Go int32"},
 		{`{"spec":{"replicas":1.5}}`, "field spec.replicas: a JSON number 1.5 doesn't fit a Go int32"},
 		{`{"spec":{"replicas":"3"}}`, "field spec.replicas: a JSON string doesn't fit a Go int32"},
-		{`{"spec":{"env":{}}}`, "field spec.env: a JSON object doesn't fit a Go []kube.benchEnv"},
+		{`{"spec":{"env":{}}}`, "field spec.env: a JSON object doesn't fit a Go []objcache.benchEnv"},
 	} {
 		var obj benchObject
 		if err := decodeTyped([]byte(c.raw), &obj); err == nil || err.Error() != c.want {
@@ -78,7 +79,7 @@ func TestDecodeJSONErrorsAreEncodingJSONs(t *testing.T) {
 // slices, on two inputs: the fuzzer's valid JSON as is (a number or a
 // string a preserve-unknown-fields or int-or-string schema lets through
 // reaches the cache as the API server wrote it), and as encoding/json
-// re-encodes what it decodes of it (the cache's JSON when newCachedObject
+// re-encodes what it decodes of it (the cache's JSON when NewObject
 // made it). Keys are the type's JSON names: an input with a key that
 // differs from a field's name only in case is skipped, as encoding/json
 // matches it and the fast decoder may not, and a structural schema lets no
@@ -208,7 +209,7 @@ type fuzzSpec struct {
 	Labels map[string]string `json:"labels,omitempty"`
 }
 
-type fuzzObject = Object[fuzzSpec, benchStatus]
+type fuzzObject = object[fuzzSpec, benchStatus]
 
 // TestOutOfRangeIntegersAndInvalidUTF8DecodeAsEncodingJSONDoes shows a
 // number that overflows an int64 or a uint64 by a little (which go-json
@@ -260,4 +261,33 @@ func TestFastJSONFindsEveryLongRunOfDigits(t *testing.T) {
 	}
 	require.True(t, fastJSON([]byte(`{"a":"é","n":123456789012345678}`)))
 	require.False(t, fastJSON([]byte("{\"a\":\"\xe9\"}")))
+}
+
+// BenchmarkFastJSON measures fastJSON, the check that lets a decode take
+// go-json, on a 4 KiB object's JSON, beside the fast decode itself.
+func BenchmarkFastJSON(b *testing.B) {
+	var o benchObject
+	o.Name, o.Namespace, o.ResourceVersion = "w1", "default", "123456"
+	for i := range 60 {
+		o.Spec.Env = append(o.Spec.Env, benchEnv{Name: fmt.Sprintf("VARIABLE_%02d", i), Value: fmt.Sprintf("value-%d", i*7919)})
+	}
+	raw, err := json.Marshal(o)
+	require.NoError(b, err)
+	b.Run("check", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			if !fastJSON(raw) {
+				b.Fatal("not fastJSON")
+			}
+		}
+	})
+	b.Run("decode", func(b *testing.B) {
+		b.SetBytes(int64(len(raw)))
+		for b.Loop() {
+			var v benchObject
+			if err := decodeJSON(raw, &v, true); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }

@@ -1,4 +1,4 @@
-package kube
+package objcache
 
 import (
 	"bytes"
@@ -16,7 +16,7 @@ import (
 // The resource's list and watch are read straight into cachedObjects, from
 // the API server's JSON, with no unstructured object between: client-go's
 // dynamic client decoded each event's JSON three times (its envelope, its
-// kind, its object into maps), and newCachedObject encoded the maps back
+// kind, its object into maps), and NewObject encoded the maps back
 // to JSON, 21% of the controller's CPU while 5,000 objects converge.
 //
 // cachedFromJSON scans an object's JSON once, without decoding it: it
@@ -24,16 +24,16 @@ import (
 // fields the controller reads as substrings of what is left. The JSON is
 // the API server's, which encodes a custom resource's maps with sorted keys
 // and no spaces, so one object's fields are the same bytes whenever their
-// values are (onlyStatusOrFinalizersChanged relies on it). Anything the
+// values are (package kube's own-write check, onlyStatusOrFinalizersChanged, relies on it). Anything the
 // scan doesn't expect, such as an object without metadata, is an error,
 // and the caller then decodes the object as client-go would
-// (cachedObjectFromJSON).
+// (ObjectFromJSON).
 
 // errNotScanned is the error of JSON the scan doesn't read.
-var errNotScanned = errors.New("kube: JSON the cache's scan doesn't read")
+var errNotScanned = errors.New("objcache: JSON the cache's scan doesn't read")
 
-// scanSpace skips JSON whitespace in b from i.
-func scanSpace(b []byte, i int) int {
+// ScanSpace skips JSON whitespace in b from i.
+func ScanSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
@@ -66,7 +66,7 @@ func scanValue(b []byte, i int) (int, error) {
 	case c == '"':
 		return scanString(b, i)
 	case c == '{':
-		return scanFields(b, i, nil)
+		return ScanFields(b, i, nil)
 	case c == '[':
 		return scanElements(b, i, nil)
 	case c == 't' || c == 'f' || c == 'n' || c == '-' || (c >= '0' && c <= '9'):
@@ -80,55 +80,57 @@ func scanValue(b []byte, i int) (int, error) {
 	}
 }
 
-// scannedField is one field of a JSON object: its key as written, escapes
-// and all, without quotes, whether it holds an escape, and the spans of
-// the whole field, from its key's opening quote, and of its value.
-type scannedField struct {
-	key                    []byte
-	escaped                bool
-	start, valueStart, end int
+// Field is one field of a JSON object, as ScanFields finds it: its key as
+// written, escapes and all, without quotes, and the spans of b (the
+// object's JSON) that are the whole field, from its key's opening quote
+// (Start), and its value (ValueStart to End).
+type Field struct {
+	Key                    []byte
+	Start, ValueStart, End int
+
+	escaped bool // Key holds an escape
 }
 
-// is reports whether f's key is key once unescaped, as encoding/json reads
+// Is reports whether f's key is key once unescaped, as encoding/json reads
 // it: "na\u006de" is "name". The key is only decoded when it holds an
 // escape, which the API server never writes.
-func (f scannedField) is(key string) bool {
+func (f Field) Is(key string) bool {
 	if !f.escaped {
-		return string(f.key) == key
+		return string(f.Key) == key
 	}
 	var k string
-	err := json.Unmarshal(append(append([]byte{'"'}, f.key...), '"'), &k)
+	err := json.Unmarshal(append(append([]byte{'"'}, f.Key...), '"'), &k)
 	return err == nil && k == key
 }
 
 // text is f's value if it is a JSON string, as jsonText reads it, and
 // false if it is not.
-func (f scannedField) text(b []byte) (string, bool) {
-	t, err := jsonText(string(b[f.valueStart:f.end]), 0, f.end-f.valueStart)
+func (f Field) text(b []byte) (string, bool) {
+	t, err := jsonText(string(b[f.ValueStart:f.End]), 0, f.End-f.ValueStart)
 	return t, err == nil
 }
 
-// scanFields calls f, unless it is nil, with each field of the JSON object
+// ScanFields calls f, unless it is nil, with each field of the JSON object
 // that begins at b[i], in order, repeated keys and all (encoding/json
 // keeps a repeated key's last value), and returns the object's end, past
 // its closing brace.
-func scanFields(b []byte, i int, f func(scannedField) error) (int, error) {
+func ScanFields(b []byte, i int, f func(Field) error) (int, error) {
 	return scanMembers(b, i, '{', '}', func(start int) (int, error) {
 		keyEnd, err := scanString(b, start)
 		if err != nil {
 			return 0, err
 		}
-		i := scanSpace(b, keyEnd)
+		i := ScanSpace(b, keyEnd)
 		if i >= len(b) || b[i] != ':' {
 			return 0, errNotScanned
 		}
-		valueStart := scanSpace(b, i+1)
+		valueStart := ScanSpace(b, i+1)
 		end, err := scanValue(b, valueStart)
 		if err != nil || f == nil {
 			return end, err
 		}
 		key := b[start+1 : keyEnd-1]
-		return end, f(scannedField{key: key, escaped: bytes.IndexByte(key, '\\') >= 0, start: start, valueStart: valueStart, end: end})
+		return end, f(Field{Key: key, escaped: bytes.IndexByte(key, '\\') >= 0, Start: start, ValueStart: valueStart, End: end})
 	})
 }
 
@@ -152,7 +154,7 @@ func scanMembers(b []byte, i int, open, closing byte, member func(start int) (en
 	if i >= len(b) || b[i] != open {
 		return 0, errNotScanned
 	}
-	i = scanSpace(b, i+1)
+	i = ScanSpace(b, i+1)
 	if i < len(b) && b[i] == closing {
 		return i + 1, nil
 	}
@@ -161,12 +163,12 @@ func scanMembers(b []byte, i int, open, closing byte, member func(start int) (en
 		if err != nil {
 			return 0, err
 		}
-		i = scanSpace(b, end)
+		i = ScanSpace(b, end)
 		switch {
 		case i >= len(b):
 			return 0, errNotScanned
 		case b[i] == ',':
-			i = scanSpace(b, i+1)
+			i = ScanSpace(b, i+1)
 		case b[i] == closing:
 			return i + 1, nil
 		default:
@@ -203,16 +205,16 @@ const initialEventsEnd = metav1.InitialEventsAnnotationKey
 // JSON is b, and reports whether the object is a Status, whose metadata it
 // doesn't scan. An object without metadata is an error. Of a repeated
 // key, the last is read, as encoding/json reads it.
-func scanMetadata(b []byte, f func(scannedField) error) (status bool, err error) {
-	var md *scannedField
+func scanMetadata(b []byte, f func(Field) error) (status bool, err error) {
+	var md *Field
 	var kind, apiVersion string
-	if _, err := scanFields(b, scanSpace(b, 0), func(f scannedField) error {
+	if _, err := ScanFields(b, ScanSpace(b, 0), func(f Field) error {
 		switch {
-		case f.is("metadata"):
+		case f.Is("metadata"):
 			md = &f
-		case f.is("kind"):
+		case f.Is("kind"):
 			kind, _ = f.text(b)
-		case f.is("apiVersion"):
+		case f.Is("apiVersion"):
 			apiVersion, _ = f.text(b)
 		}
 		return nil
@@ -222,17 +224,17 @@ func scanMetadata(b []byte, f func(scannedField) error) (status bool, err error)
 	if kind == "Status" && apiVersion == "v1" {
 		return true, nil
 	}
-	if md == nil || b[md.valueStart] != '{' {
+	if md == nil || b[md.ValueStart] != '{' {
 		return false, errNotScanned
 	}
-	_, err = scanFields(b, md.valueStart, f)
+	_, err = ScanFields(b, md.ValueStart, f)
 	return false, err
 }
 
 // versionFromJSON reads the namespace, name, uid and resourceVersion of
 // the object whose JSON is b, such as an apply's answer, copying them.
-func versionFromJSON(b []byte) (namespace, name string, v objectVersion, err error) {
-	status, err := scanMetadata(b, func(f scannedField) error {
+func versionFromJSON(b []byte) (namespace, name string, v Version, err error) {
+	status, err := scanMetadata(b, func(f Field) error {
 		var err error
 		text := func() string {
 			t, ok := f.text(b)
@@ -242,14 +244,14 @@ func versionFromJSON(b []byte) (namespace, name string, v objectVersion, err err
 			return t
 		}
 		switch {
-		case f.is("namespace"):
+		case f.Is("namespace"):
 			namespace = text()
-		case f.is("name"):
+		case f.Is("name"):
 			name = text()
-		case f.is("uid"):
-			v.uid = types.UID(text())
-		case f.is("resourceVersion"):
-			v.resourceVersion = text()
+		case f.Is("uid"):
+			v.UID = types.UID(text())
+		case f.Is("resourceVersion"):
+			v.ResourceVersion = text()
 		}
 		return err
 	})
@@ -259,11 +261,11 @@ func versionFromJSON(b []byte) (namespace, name string, v objectVersion, err err
 	return namespace, name, v, err
 }
 
-// scannedObject is an object's JSON, scanned: the cachedObject, or
+// scannedObject is an object's JSON, scanned: the Object, or
 // whether it is a Status, as a watch's error event holds, which has no
-// cachedObject.
+// Object.
 type scannedObject struct {
-	obj    *cachedObject
+	obj    *Object
 	status bool
 }
 
@@ -274,8 +276,8 @@ type scannedObject struct {
 // watch's bookmark. It copies what it keeps of b. It returns errNotScanned
 // for JSON it doesn't read.
 func cachedFromJSON(b []byte) (scannedObject, error) {
-	var fields []scannedField
-	status, err := scanMetadata(b, func(f scannedField) error {
+	var fields []Field
+	status, err := scanMetadata(b, func(f Field) error {
 		fields = append(fields, f)
 		return nil
 	})
@@ -283,53 +285,53 @@ func cachedFromJSON(b []byte) (scannedObject, error) {
 		return scannedObject{status: status}, err
 	}
 	raw, at := cutManagedFields(b, fields)
-	s := scannedObject{obj: &cachedObject{raw: raw}}
+	s := scannedObject{obj: &Object{raw: raw}}
 	c := s.obj
 	for _, f := range fields {
 		// A repeated key's last value is the one read, null included.
-		null := string(b[f.valueStart:f.end]) == "null"
-		start, end := at(f.valueStart), at(f.end)
+		null := string(b[f.ValueStart:f.End]) == "null"
+		start, end := at(f.ValueStart), at(f.End)
 		var err error
 		switch {
-		case f.is("managedFields"):
-		case f.is("name"):
+		case f.Is("managedFields"):
+		case f.Is("name"):
 			c.name, err = metadataText(raw, start, end, null)
-		case f.is("namespace"):
+		case f.Is("namespace"):
 			c.namespace, err = metadataText(raw, start, end, null)
-		case f.is("uid"):
+		case f.Is("uid"):
 			var uid string
 			uid, err = metadataText(raw, start, end, null)
 			c.uid = types.UID(uid)
-		case f.is("resourceVersion"):
+		case f.Is("resourceVersion"):
 			c.resourceVersion, err = metadataText(raw, start, end, null)
-		case f.is("generation"):
+		case f.Is("generation"):
 			c.generation = 0
 			if !null {
 				c.generation, err = strconv.ParseInt(raw[start:end], 10, 64)
 			}
-		case f.is("deletionTimestamp"):
+		case f.Is("deletionTimestamp"):
 			c.SetDeletionTimestamp(nil)
 			if !null {
 				t := new(metav1.Time)
-				if err = t.UnmarshalJSON(b[f.valueStart:f.end]); err == nil {
+				if err = t.UnmarshalJSON(b[f.ValueStart:f.End]); err == nil {
 					c.SetDeletionTimestamp(t)
 				}
 			}
-		case f.is("finalizers"):
+		case f.Is("finalizers"):
 			var fs []string
 			if !null {
-				_, err = scanElements(b, f.valueStart, func(s, e int) error {
+				_, err = scanElements(b, f.ValueStart, func(s, e int) error {
 					f, err := jsonText(raw, at(s), at(e))
 					fs = append(fs, f)
 					return err
 				})
 			}
 			c.SetFinalizers(fs)
-		case f.is("annotations"):
+		case f.Is("annotations"):
 			eventsEnd := false
 			if !null {
-				_, err = scanFields(b, f.valueStart, func(a scannedField) error {
-					if a.is(initialEventsEnd) {
+				_, err = ScanFields(b, f.ValueStart, func(a Field) error {
+					if a.Is(initialEventsEnd) {
 						t, _ := a.text(b)
 						eventsEnd = t == "true"
 					}
@@ -341,7 +343,7 @@ func cachedFromJSON(b []byte) (scannedObject, error) {
 			}
 		}
 		if err != nil {
-			return scannedObject{}, fmt.Errorf("%w: metadata.%s: %w", errNotScanned, f.key, err)
+			return scannedObject{}, fmt.Errorf("%w: metadata.%s: %w", errNotScanned, f.Key, err)
 		}
 	}
 	return s, nil
@@ -360,21 +362,21 @@ func metadataText(raw string, start, end int, null bool) (string, error) {
 // are managedFields, however often and however escaped, each cut with the
 // comma before it, or after it when no field before it is kept; and at,
 // which maps an offset of b outside the cuts to its offset in raw.
-func cutManagedFields(b []byte, fields []scannedField) (raw string, at func(int) int) {
+func cutManagedFields(b []byte, fields []Field) (raw string, at func(int) int) {
 	type span struct{ start, end int }
 	var cuts []span
 	kept := -1 // the end of the last field kept
 	for i, f := range fields {
-		if !f.is("managedFields") {
-			kept = f.end
+		if !f.Is("managedFields") {
+			kept = f.End
 			continue
 		}
-		cut := span{f.start, f.end}
+		cut := span{f.Start, f.End}
 		switch {
 		case kept >= 0:
 			cut.start = kept
 		case i+1 < len(fields):
-			cut.end = fields[i+1].start
+			cut.end = fields[i+1].Start
 		}
 		if n := len(cuts); n > 0 && cut.start <= cuts[n-1].end {
 			cuts[n-1].end = max(cuts[n-1].end, cut.end)
