@@ -21,7 +21,7 @@ import (
 // straight from the API server's JSON (scan.go), or from an
 // unstructured object (NewObject); the owned resources' objects as
 // the metadata Owns reads. An unstructured object holds about 5.7 times its JSON in maps and
-// interfaces (BenchmarkCachedObjectBytes); this holds about its JSON. The
+// interfaces (package kube's BenchmarkCachedObjectBytes); this holds about its JSON. The
 // reconcile decodes raw into the user's type, which is then the
 // Reconciler's own copy.
 //
@@ -142,7 +142,7 @@ func CompactMetadata(obj any) (any, error) {
 // cache's.
 //
 // apimachinery's unstructured converter is faster on an unstructured object
-// (BenchmarkDecode), but it converts a number to a narrower field silently,
+// (package kube's BenchmarkDecode), but it converts a number to a narrower field silently,
 // so a size of 1<<40 in an int32 would reach the Reconciler as 0, and -1 in
 // a uint8 as 255. A number that doesn't fit its field is an error here,
 // retried like any other.
@@ -165,7 +165,7 @@ func (c *Object) DecodeAs(obj any, fast bool) error {
 //
 // It decodes with github.com/goccy/go-json first, a decoder compatible with
 // encoding/json that takes about a third of its CPU on a 4 KiB object
-// (BenchmarkDecode), which is most of what the controller adds to a
+// (package kube's BenchmarkDecode), which is most of what the controller adds to a
 // reconcile. On any error it decodes again, into a new value, with
 // encoding/json, whose result (its error, or its value should it succeed)
 // is the one kept: errors, and their field paths, are encoding/json's, and
