@@ -153,7 +153,7 @@ func (c *Controller) removeFinalizer(ctx context.Context, u *cachedObject) error
 	// forgetFinalized has run, and nothing else would forget u. The
 	// informer drops an object from its cache before its handler hears of
 	// the deletion, so a cache that holds u now will forget it later.
-	if !c.holds(u.key(), u.GetUID()) {
+	if !c.holds(u.Key(), u.GetUID()) {
 		c.finalized.Delete(u.GetUID())
 	}
 	return nil

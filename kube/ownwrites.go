@@ -290,7 +290,7 @@ func (o *ownWrites) applyHeld(key string, scope writeScope, held func(objectVers
 // as changed.
 //
 // It compares the cached JSON field by field, each field's value as its
-// bytes, undecoded: both are the API server's encoding (cachedjson.go), or
+// bytes, undecoded: both are the API server's encoding (package objcache), or
 // both encoding/json's (newCachedObject), and either writes a value always
 // alike, so equal fields are equal bytes. Fields that differ only in how
 // they are written count as changed, which queues the key once more and
@@ -306,8 +306,8 @@ func (o *ownWrites) applyHeld(key string, scope writeScope, held func(objectVers
 // with the status's fields scanned too, 6 µs and 18 µs, with 19 and 20
 // (BenchmarkOwnWriteCheck).
 func onlyOwnWrites(old, new *cachedObject, scope writeScope) bool {
-	a, errA := withoutOwnWrites(old.raw)
-	b, errB := withoutOwnWrites(new.raw)
+	a, errA := withoutOwnWrites(old.Raw())
+	b, errB := withoutOwnWrites(new.Raw())
 	if errA != nil || errB != nil || !sameFields(a.fields, b.fields) || !sameFields(a.metadata, b.metadata) {
 		return false
 	}

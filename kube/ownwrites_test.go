@@ -149,7 +149,7 @@ func TestAnotherWritersChangeReturnedByANoOpApplyIsQueued(t *testing.T) {
 }
 
 func TestOnlyOwnWrites(t *testing.T) {
-	obj := func(raw string) *cachedObject { return &cachedObject{raw: raw} }
+	obj := cachedOfJSON
 	base := `{"metadata":{"name":"w1","resourceVersion":"1","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`
 	finalizer := writeScope{finalizer: "test/cleanup"}
 	status := writeScope{status: []string{"seen"}}
