@@ -179,7 +179,7 @@ func TestServeMetricsMistakes(t *testing.T) {
 	_, err = appconfig.ServeMetrics(s, client(t, s), appconfig.MetricsConfig{Addr: ":8443", CertDir: "missing"})
 	// The directory as METRICS_CERT_DIR names it, with its leading slash,
 	// not only as the FS does.
-	require.ErrorContains(t, err, "reading the metrics' certificate from METRICS_CERT_DIR /missing: open missing/tls.crt")
+	require.EqualError(t, err, "the metrics' certificate, in METRICS_CERT_DIR /missing: httpserver: reading the certificate /missing/tls.crt: open missing/tls.crt: file does not exist")
 }
 
 func getBody(t *testing.T, h *humustest.Host, url string) (int, string) {
