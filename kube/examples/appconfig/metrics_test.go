@@ -6,11 +6,13 @@ import (
 	"crypto/x509"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/z5labs/humus"
@@ -143,6 +145,42 @@ func TestServeMetricsWithoutACertDirMakesASelfSignedCertificate(t *testing.T) {
 		resp.Body.Close()
 		require.Equal(t, http.StatusUnauthorized, resp.StatusCode)
 		require.Equal(t, []string{"localhost"}, resp.TLS.PeerCertificates[0].DNSNames)
+	})
+}
+
+func TestServeMetricsLogsAFailedHandshakeThroughTheAppsLogger(t *testing.T) {
+	// A scraper that doesn't trust the certificate was a line on the
+	// Host's stderr, "health: probes: http: TLS handshake error ...",
+	// outside the App's logs and named as the probes'.
+	synctest.Test(t, func(t *testing.T) {
+		h := humustest.NewHost(t)
+		tel := humustest.NewTelemetry(t)
+		s := &humus.Setup{Host: h.Host, Telemetry: tel.Telemetry}
+		svc, err := appconfig.ServeMetrics(s, client(t, s), appconfig.MetricsConfig{Addr: ":8443"})
+		require.NoError(t, err)
+		humustest.TestService(t, svc)
+		synctest.Wait()
+		c := &http.Client{Transport: &http.Transport{
+			DialContext:       h.Dial,
+			TLSClientConfig:   &tls.Config{MinVersion: tls.VersionTLS12}, // trusts no self-made CA
+			DisableKeepAlives: true,
+		}}
+		_, err = c.Get("https://pod.test:8443/metrics")
+		require.ErrorContains(t, err, "tls: failed to verify certificate")
+		synctest.Wait()
+		require.Empty(t, h.StderrString())
+		var names []string
+		for _, r := range tel.Records() {
+			if strings.Contains(r.Body().AsString(), "http: TLS handshake error") {
+				r.WalkAttributes(func(kv attribute.KeyValue) bool {
+					if kv.Key == "humus.server.name" {
+						names = append(names, kv.Value.AsString())
+					}
+					return true
+				})
+			}
+		}
+		require.Equal(t, []string{"metrics"}, names)
 	})
 }
 
