@@ -394,3 +394,32 @@ func TestTheWebhookIsServedOverTLSAndHTTP2(t *testing.T) {
 		require.JSONEq(t, widget("v1", "a", `{"size":5,"image":"a:1"}`), string(r.Response.ConvertedObjects[0].Raw))
 	})
 }
+
+// BenchmarkAReviewOf100Objects answers a ConversionReview of 100 objects,
+// half at each spoke, to the other spoke through the hub, and reports
+// the time per object.
+func BenchmarkAReviewOf100Objects(b *testing.B) {
+	h, err := conversion.Handler(&humus.Setup{}, widgets())
+	require.NoError(b, err)
+	objects := make([]string, 100)
+	for i := range objects {
+		if i%2 == 0 {
+			objects[i] = widget("v1", fmt.Sprint("w", i), `{"size":2,"image":"memcached:1.6"}`)
+		} else {
+			objects[i] = widget("v2", fmt.Sprint("w", i), `{"replicas":2,"image":"memcached:1.6"}`)
+		}
+	}
+	body := review("example.com/v3", objects...)
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		r := httptest.NewRequest(http.MethodPost, conversion.Path, strings.NewReader(body))
+		r.Header.Set("Content-Type", "application/json")
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, r)
+		if w.Code != http.StatusOK || !strings.Contains(w.Body.String(), `"status":"Success"`) {
+			b.Fatalf("%d %s", w.Code, w.Body.String())
+		}
+	}
+	b.ReportMetric(float64(b.Elapsed().Microseconds())/float64(b.N)/100, "µs/object")
+}
