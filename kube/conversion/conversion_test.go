@@ -328,10 +328,10 @@ func TestHandlerNamesEveryMistakeInTheKinds(t *testing.T) {
 		"conversion: Kind 0 (Widget.example.com): spoke 4 is a zero Spoke: make it with NewSpoke\n"+
 		"conversion: Kind 0 (Widget.example.com): spoke 5's version \"V4\" is not a version name, such as v1beta1: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')\n"+
 		"conversion: Kind 1 (Widget.example.com) is registered twice, with two hubs, v2 and v1: a kind has one hub, and is registered once\n"+
-		"conversion: Kind 2 (): Group is empty\n"+
-		"conversion: Kind 2 (): Kind is empty\n"+
-		"conversion: Kind 2 (): Hub is empty: name the hub's version, usually the storage version\n"+
-		"conversion: Kind 2 (): no spoke: a kind of one version needs no conversion\n"+
+		"conversion: Kind 2: Group is empty\n"+
+		"conversion: Kind 2: Kind is empty\n"+
+		"conversion: Kind 2: Hub is empty: name the hub's version, usually the storage version\n"+
+		"conversion: Kind 2: no spoke: a kind of one version needs no conversion\n"+
 		"conversion: Handler was given a nil Setup")
 }
 

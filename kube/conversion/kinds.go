@@ -181,7 +181,11 @@ func compileAll(regs []Registration) (map[schema.GroupKind]*kind, error) {
 		}
 		k, err := r.compile()
 		if err != nil {
-			errs = append(errs, prefixed(fmt.Sprintf("conversion: Kind %d (%s): ", i, k.gk), err))
+			label := fmt.Sprintf("conversion: Kind %d (%s): ", i, k.gk)
+			if k.gk.Empty() {
+				label = fmt.Sprintf("conversion: Kind %d: ", i)
+			}
+			errs = append(errs, prefixed(label, err))
 		}
 		if prev := kinds[k.gk]; prev != nil {
 			if prev.hub != k.hub {
