@@ -1,9 +1,4 @@
-package kube
-
-// upstreamgen starts the local control plane, so it lives in the module of
-// kube's tests against it (internal/controlplanetests), which kube's own
-// go.mod needn't require.
-//go:generate go -C internal/controlplanetests run ./cmd/upstreamgen -o ../upstream/types.json.gz
+package crdschema
 
 import (
 	"reflect"
