@@ -77,7 +77,14 @@ func (c ColumnRule) resolve(t reflect.Type, v reflect.Value, col *apiextensionsv
 		return fmt.Errorf("its field (a %s) isn't one encoding/json encodes in %s", c.Type, t)
 	}
 	col.JSONPath = path
-	switch ft := c.Type; {
+	ft := c.Type
+	if c.Condition == nil {
+		// A pointer's column is its element's: a *metav1.Time is a date.
+		for ft.Kind() == reflect.Pointer {
+			ft = ft.Elem()
+		}
+	}
+	switch {
 	case c.Condition != nil:
 		if (ft.Kind() != reflect.Slice && ft.Kind() != reflect.Array) || !conditionShaped(ft.Elem()) {
 			return fmt.Errorf("Condition fits a list of conditions, such as []metav1.Condition, not a %s", ft)
@@ -87,9 +94,6 @@ func (c ColumnRule) resolve(t reflect.Type, v reflect.Value, col *apiextensionsv
 	case ft == timeType || ft == microTimeType:
 		col.Type = "date"
 	default:
-		for ft.Kind() == reflect.Pointer {
-			ft = ft.Elem()
-		}
 		switch ft.Kind() {
 		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
