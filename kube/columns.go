@@ -30,8 +30,8 @@ type ColumnRule interface {
 // to, a field of the object given to Columns, such as &obj.Spec.Size or
 // &obj.CreationTimestamp. Its JSONPath is the field's path in the object's
 // JSON, such as .spec.size, and its type follows the field's Go type:
-// integer, number, boolean, date for a metav1.Time or MicroTime or a pointer to one, and string
-// for anything else.
+// integer, number, boolean, date for a metav1.Time or MicroTime or a
+// pointer to one, and string for anything else.
 func PrinterColumn[T any](name string, p *T) ColumnOf[T] {
 	return ColumnOf[T]{crdschema.ColumnRule{Name: name, Ptr: unsafe.Pointer(p), Type: reflect.TypeFor[T]()}}
 }
