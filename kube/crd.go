@@ -84,10 +84,14 @@ import (
 // of the release of k8s.io/api in go.mod says of it, from a table in kube.
 // Its fields have their descriptions, list types and list-map keys (a pod's
 // containers merge by name under server-side apply), map types (a
-// LabelSelector is atomic), formats, enums and +default values, and are
-// required as the API server requires them, whatever their json tags say;
-// a field it requires isn't nullable. Rules on these types and their fields
-// apply on top.
+// LabelSelector is atomic), formats and +default values, and are required
+// as the API server requires them, whatever their json tags say; a field
+// it requires, or gives a +default, isn't nullable. Their enums (a pod's
+// restartPolicy, a container's imagePullPolicy) are left out, as
+// controller-gen leaves them out: a CRD made against one release's list
+// would refuse a value a newer cluster's Pods accept, and the Pod's own
+// validation checks it when the Pod is made. Rules on these types and
+// their fields apply on top.
 //
 // A metav1.ObjectMeta below the root, as in a pod template, keeps every
 // field it is given: with a bare type: object, the API server would prune

@@ -441,14 +441,16 @@ func (b *reflector) field(t reflect.Type, f jsonField, fpath string) (apiextensi
 	// A field of Kubernetes' own types has what the API server's schema
 	// says of it, and is required as it says, and then isn't nullable,
 	// so that a null doesn't pass for a field the API server requires.
-	upRequired, up := b.upstreamField(t, declaring, f.name, &p)
+	upRequired, upDefaulted, up := b.upstreamField(t, declaring, f.name, &p)
 	if up {
 		required = upRequired
 	}
 	if len(frs) > 1 {
 		b.conflicts(fpath, p, frs)
 	}
-	defaulted, nullable := false, false
+	// An upstream +default, as a user's Default, makes the field not
+	// nullable: the API server defaults a missing field, not a null.
+	defaulted, nullable := upDefaulted, false
 	var requiredBy, nullableBy string // the rules that say Required and Nullable, as "Rules for T: T.F"
 	constrained := b.constrained(ft) || upRequired
 	for _, ra := range frs {
