@@ -93,6 +93,22 @@ import (
 // validation checks it when the Pod is made. Rules on these types and
 // their fields apply on top.
 //
+// A metav1.Condition, and the few other of Kubernetes' types whose Go
+// source carries +kubebuilder:validation markers (PortStatus's and
+// IngressPortStatus's error, ImageVolumeStatus's imageRef), has those
+// validations too, as controller-gen emits them: a condition's status is
+// True, False or Unknown, its reason 1 to 1024 characters of
+// ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$, its type a qualified name of
+// at most 316, its message at most 32768, and its observedGeneration 0 or
+// more.
+//
+// Rules of the Resource's Object[Spec, Status] itself, such as
+// kube.Rules(&obj).Validation("self.metadata.name.size() <= 52", "…"),
+// are CEL rules of the whole object, on the schema's root, in which self
+// is the object and self.metadata.name its name. The object takes only
+// Validation and XValidation: the spec and the status are constrained by
+// their own types' Rules.
+//
 // A metav1.ObjectMeta below the root, as in a pod template, keeps every
 // field it is given: with a bare type: object, the API server would prune
 // its labels and annotations, and refuse them under fieldValidation=Strict.
@@ -116,7 +132,8 @@ import (
 // differently, or Required and Optional; a CEL rule without a Rule or with
 // an unknown Reason; a rule
 // that names no field, a rule on a field that isn't encoded, Rules for a
-// type that appears nowhere, and two Rules for one type. With an error, the
+// type that appears nowhere, two Rules for one type, and Rules of the
+// Object with anything but CEL rules. With an error, the
 // CRD is nil.
 //
 // CRD doesn't compile CEL rules: the API server does when the CRD is

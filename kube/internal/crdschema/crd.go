@@ -40,6 +40,7 @@ func CRD(r Resource) (*apiextensionsv1.CustomResourceDefinition, error) {
 	status := b.schema(r.Status, "status")
 	columns := r.columns(b)
 	doc := b.rootDescriptions()
+	rootRules := b.root(r.Object)
 	if err := b.finish(); err != nil {
 		return nil, err
 	}
@@ -80,7 +81,8 @@ func CRD(r Resource) (*apiextensionsv1.CustomResourceDefinition, error) {
 							"spec":       spec,
 							"status":     status,
 						},
-						Required: []string{"spec"},
+						Required:     []string{"spec"},
+						XValidations: rootRules,
 					},
 				},
 				Subresources: &apiextensionsv1.CustomResourceSubresources{
@@ -90,6 +92,34 @@ func CRD(r Resource) (*apiextensionsv1.CustomResourceDefinition, error) {
 			}},
 		},
 	}, nil
+}
+
+// root is the CEL rules of the Rules of the Resource's Object, if it has
+// any, which constrain the whole object: in them self is the object, and
+// self.metadata.name its name (the API server lets a root rule read
+// metadata's name and generateName). The root takes nothing else, as its
+// metadata is the API server's and its spec and status have their own
+// types' Rules; anything else is reported.
+func (b *reflector) root(obj reflect.Type) []apiextensionsv1.ValidationRule {
+	r := b.rules[obj]
+	if r == nil {
+		return nil
+	}
+	b.used[obj] = true
+	var other []string
+	if len(r.Fields) > 0 {
+		other = append(other, "Field rules")
+	}
+	if r.Description != nil {
+		other = append(other, "a Description (give Resource.Description)")
+	}
+	if len(r.Values) > 0 || r.Schema != nil {
+		other = append(other, "ValueRules or a Schema")
+	}
+	if len(other) > 0 {
+		b.errs = append(b.errs, fmt.Errorf("kube: Rules for %s: the object itself takes only Validation and XValidation, CEL rules of the whole object such as \"self.metadata.name.size() <= 52\", not %s: constrain the spec and status in Rules for their own types", obj, joinWords(other)))
+	}
+	return slices.Clone(r.Validations)
 }
 
 // columns are the Resource's printer columns, and their errors, added to

@@ -445,6 +445,13 @@ func (b *reflector) field(t reflect.Type, f jsonField, fpath string) (apiextensi
 	if up {
 		required = upRequired
 	}
+	// The validation markers of Kubernetes' own Go source, such as
+	// metav1.Condition's, constrain the value, as controller-gen's do.
+	marked := false
+	if mark := sourceMarkers(declaring, f.name); mark != nil {
+		mark(&p)
+		marked = true
+	}
 	if len(frs) > 1 {
 		b.conflicts(fpath, p, frs)
 	}
@@ -452,7 +459,7 @@ func (b *reflector) field(t reflect.Type, f jsonField, fpath string) (apiextensi
 	// nullable: the API server defaults a missing field, not a null.
 	defaulted, nullable := upDefaulted, false
 	var requiredBy, nullableBy string // the rules that say Required and Nullable, as "Rules for T: T.F"
-	constrained := b.constrained(ft) || upRequired
+	constrained := b.constrained(ft) || upRequired || marked
 	for _, ra := range frs {
 		fr := ra.fr
 		if fr.Defaulted {

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 type templateSpec struct {
@@ -92,4 +93,32 @@ func TestUpstreamEnumsAreLeftOut(t *testing.T) {
 	require.Equal(t, []string{"name"}, containers.XListMapKeys)
 	require.Contains(t, at(t, containers, "items").Required, "name", "required fields are kept")
 	require.NotEmpty(t, at(t, containers, "items", "resources", "limits").AdditionalProperties.Schema.Pattern, "Quantity's pattern is kept")
+}
+
+type conditionsStatus struct {
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+// TestAConditionHasItsGoSourcesValidations: metav1.Condition's fields have
+// the validations its Go source's +kubebuilder markers give and
+// controller-gen emits, which the API server's OpenAPI schema lacks.
+func TestAConditionHasItsGoSourcesValidations(t *testing.T) {
+	crd := crdOf[conditionsStatus](t)
+	item := at(t, *crd.Spec.Versions[0].Schema.OpenAPIV3Schema, "spec", "conditions", "items")
+	require.ElementsMatch(t, []string{"type", "status", "lastTransitionTime", "reason", "message"}, item.Required)
+	status := at(t, item, "status")
+	require.Len(t, status.Enum, 3)
+	require.JSONEq(t, `"Unknown"`, string(status.Enum[2].Raw))
+	reason := at(t, item, "reason")
+	require.Equal(t, int64(1), *reason.MinLength)
+	require.Equal(t, int64(1024), *reason.MaxLength)
+	require.Equal(t, `^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$`, reason.Pattern)
+	typ := at(t, item, "type")
+	require.Equal(t, int64(316), *typ.MaxLength)
+	require.Equal(t, qualifiedNamePattern, typ.Pattern)
+	require.Equal(t, int64(32768), *at(t, item, "message").MaxLength)
+	og := at(t, item, "observedGeneration")
+	require.Equal(t, float64(0), *og.Minimum)
+	require.False(t, og.Nullable)
+	require.Empty(t, consistent(&item), "the markers leave values")
 }

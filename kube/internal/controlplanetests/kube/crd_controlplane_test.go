@@ -47,6 +47,8 @@ func TestCRDsAgainstTheAPIServer(t *testing.T) {
 	t.Run("Constraints", func(t *testing.T) { testConstraintsOnServer(t, a) })
 	t.Run("EmbeddedKubernetesTypes", func(t *testing.T) { testEmbeddedKubernetesTypesOnServer(t, a, cfg) })
 	t.Run("Columns", func(t *testing.T) { testColumnsOnServer(t, a) })
+	t.Run("RootRules", func(t *testing.T) { testRootRulesOnServer(t, a) })
+	t.Run("Conditions", func(t *testing.T) { testConditionsOnServer(t, a) })
 }
 
 type apiServer struct {

@@ -1,0 +1,66 @@
+//go:build controlplane
+
+package kube_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// testRootRulesOnServer: a CEL rule on the whole object reads its name,
+// and the API server refuses an object whose name breaks it.
+func testRootRulesOnServer(t *testing.T, a apiServer) {
+	crd, err := nameLimited.CRD()
+	require.NoError(t, err)
+	a.install(t, crd)
+	apiVersion := nameLimited.Group + "/" + nameLimited.Version
+
+	_, err = a.create(t, nameLimited.GVR(), object("NameLimited", apiVersion, strings.Repeat("a", 53), map[string]any{"schedule": "@daily"}))
+	require.ErrorContains(t, err, "the name must be no more than 52 characters")
+	t.Log(err)
+	_, err = a.create(t, nameLimited.GVR(), object("NameLimited", apiVersion, strings.Repeat("a", 52), map[string]any{"schedule": "@daily"}))
+	require.NoError(t, err)
+}
+
+// testConditionsOnServer: a metav1.Condition in a status has the
+// validations its Go source gives it, as controller-gen's CRD has, so the
+// API server refuses a status of Maybe, an empty reason and a type that
+// isn't a qualified name, and takes a good condition.
+func testConditionsOnServer(t *testing.T, a apiServer) {
+	crd, err := conditioned.CRD()
+	require.NoError(t, err)
+	a.install(t, crd)
+	apiVersion := conditioned.Group + "/" + conditioned.Version
+	res := a.dyn.Resource(conditioned.GVR()).Namespace("default")
+	_, err = a.create(t, conditioned.GVR(), object("Conditioned", apiVersion, "c", map[string]any{}))
+	require.NoError(t, err)
+
+	status := func(cond map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": apiVersion, "kind": "Conditioned", "metadata": map[string]any{"name": "c"},
+			"status": map[string]any{"conditions": []any{cond}},
+		}}
+	}
+	_, err = res.ApplyStatus(t.Context(), "c", status(map[string]any{
+		"type": "bad type!", "status": "Maybe", "reason": "", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": -1,
+	}), metav1.ApplyOptions{FieldManager: "test"})
+	require.Error(t, err)
+	for _, want := range []string{
+		`status.conditions[0].status: Unsupported value: "Maybe": supported values: "True", "False", "Unknown"`,
+		`status.conditions[0].reason: Invalid value: "": status.conditions[0].reason in body should be at least 1 chars long`,
+		`status.conditions[0].type: Invalid value: "bad type!": status.conditions[0].type in body should match`,
+		`status.conditions[0].observedGeneration: Invalid value: -1: status.conditions[0].observedGeneration in body should be greater than or equal to 0`,
+	} {
+		require.ErrorContains(t, err, want)
+	}
+	t.Log(err)
+
+	_, err = res.ApplyStatus(t.Context(), "c", status(map[string]any{
+		"type": "example.com/Ready", "status": "True", "reason": "AllGood", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z", "observedGeneration": 1,
+	}), metav1.ApplyOptions{FieldManager: "test"})
+	require.NoError(t, err)
+}

@@ -1,0 +1,53 @@
+package kube_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/z5labs/humus/kube"
+)
+
+// The resources of issue 27's additions: a CEL rule on the whole object,
+// and a status of metav1.Conditions with their Go source's validations.
+
+type nameLimitedSpec struct {
+	Schedule string `json:"schedule"`
+}
+
+var nameLimitedObject kube.Object[nameLimitedSpec, struct{}]
+
+// nameLimited is the kubebuilder book's CronJob limit on its name, which
+// the book checks in a webhook, as a CEL rule on the whole object.
+var nameLimited = kube.Resource[nameLimitedSpec, struct{}]{
+	Group: "root.example.com", Version: "v1", Kind: "NameLimited", Plural: "namelimiteds", Scope: kube.Namespaced,
+	Rules: []kube.TypeRules{
+		kube.Rules(&nameLimitedObject).Validation("self.metadata.name.size() <= 52", "the name must be no more than 52 characters"),
+	},
+}
+
+type conditionedStatus struct {
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+}
+
+var conditionedStatusV conditionedStatus
+
+var conditioned = kube.Resource[struct{}, conditionedStatus]{
+	Group: "conditions.example.com", Version: "v1", Kind: "Conditioned", Plural: "conditioneds", Scope: kube.Namespaced,
+	Rules: []kube.TypeRules{
+		kube.Rules(&conditionedStatusV, kube.Field(&conditionedStatusV.Conditions).ListMap("type")),
+	},
+}
+
+// TestTheNewRulesCRDsPassTheAPIServersValidation: the CRDs of a root CEL
+// rule and of Conditions pass apiextensions' ValidateCustomResourceDefinition,
+// which compiles the CEL rule against the root's schema.
+func TestTheNewRulesCRDsPassTheAPIServersValidation(t *testing.T) {
+	c, err := nameLimited.CRD()
+	require.NoError(t, err)
+	requireServerValid(t, c)
+	c, err = conditioned.CRD()
+	require.NoError(t, err)
+	requireServerValid(t, c)
+}
