@@ -116,7 +116,9 @@ import (
 // It returns one error that names every mistake it finds, joined with
 // errors.Join: a missing or malformed Group, Version, Kind or Plural (as the
 // API server checks them, with the list kind KindList, the name
-// <Plural>.<Group>, and no group under k8s.io or kubernetes.io), a
+// <Plural>.<Group>, and no group under k8s.io or kubernetes.io without an
+// api-approved.kubernetes.io annotation), an annotation or label the API
+// server would refuse, a
 // malformed Singular, short name or category, a Scope that is neither
 // Namespaced nor Cluster; a Column that names no field of the Object, and
 // two Columns of one name;
@@ -150,6 +152,7 @@ func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition
 	return crdschema.CRD(crdschema.Resource{
 		Group: r.Group, Version: r.Version, Kind: r.Kind, Plural: r.Plural, Scope: string(r.Scope),
 		Singular: r.Singular, ShortNames: r.ShortNames, Categories: r.Categories,
+		Annotations: r.Annotations, Labels: r.Labels,
 		Rules: rules, Columns: columns,
 		Description: r.Description, OmitUpstreamDescriptions: r.OmitUpstreamDescriptions,
 		Spec: reflect.TypeFor[Spec](), Status: reflect.TypeFor[Status](), Object: reflect.TypeFor[Object[Spec, Status]](),

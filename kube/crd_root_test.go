@@ -50,3 +50,37 @@ func TestTheObjectTakesOnlyCELRules(t *testing.T) {
 	require.ErrorContains(t, err, "the object itself takes only Validation and XValidation")
 	require.ErrorContains(t, err, "not Field rules and a Description (give Resource.Description)")
 }
+
+// TestAnnotationsAndLabelsAreTheCRDsOwn: Resource.Annotations and Labels
+// are the CRD object's metadata, checked as the API server checks an
+// object's; an api-approved.kubernetes.io annotation lets a group under
+// k8s.io be used.
+func TestAnnotationsAndLabelsAreTheCRDsOwn(t *testing.T) {
+	r := rootResource()
+	r.Annotations = map[string]string{"cert-manager.io/inject-ca-from": "default/webhook-cert"}
+	r.Labels = map[string]string{"app.kubernetes.io/part-of": "cronjobs"}
+	crd, err := r.CRD()
+	require.NoError(t, err)
+	require.Equal(t, r.Annotations, crd.Annotations)
+	require.Equal(t, r.Labels, crd.Labels)
+	r.Annotations["cert-manager.io/inject-ca-from"] = "changed"
+	require.Equal(t, "default/webhook-cert", crd.Annotations["cert-manager.io/inject-ca-from"], "the CRD holds a copy")
+
+	r = rootResource()
+	r.Group = "batch.x-k8s.io"
+	_, err = r.CRD()
+	require.NoError(t, err, "x-k8s.io isn't k8s.io")
+	r.Group = "batch.k8s.io"
+	_, err = r.CRD()
+	require.ErrorContains(t, err, "only with an api-approved.kubernetes.io annotation in Resource.Annotations")
+	r.Annotations = map[string]string{"api-approved.kubernetes.io": "https://github.com/kubernetes/enhancements/pull/1111"}
+	_, err = r.CRD()
+	require.NoError(t, err)
+
+	r = rootResource()
+	r.Annotations = map[string]string{"not a key": "v"}
+	r.Labels = map[string]string{"app": "not a value!"}
+	_, err = r.CRD()
+	require.ErrorContains(t, err, `kube: Resource.Annotations: Invalid value: "not a key"`)
+	require.ErrorContains(t, err, `kube: Resource.Labels: Invalid value: "not a value!"`)
+}

@@ -48,6 +48,18 @@ type Resource[Spec, Status any] struct {
 	// TypeRules.Description, such as kube.Rules(&spec).Description("…").
 	Description string
 
+	// Annotations and Labels are the CRD object's own metadata
+	// (controller-gen's +kubebuilder:metadata:annotations and labels), such
+	// as cert-manager's cert-manager.io/inject-ca-from, which has the CA
+	// injector fill in a conversion webhook's caBundle. An annotation
+	// api-approved.kubernetes.io, a link to the approved API review (or
+	// "unapproved, ..." and why), lets Group be one under k8s.io or
+	// kubernetes.io, as the API server requires. CRD checks the keys and
+	// values as the API server checks an object's. Nil, the default, sets
+	// none.
+	Annotations map[string]string
+	Labels      map[string]string
+
 	// OmitUpstreamDescriptions leaves out the descriptions that Kubernetes'
 	// own embedded types carry upstream (see CRD), as controller-gen's
 	// crd:maxDescLen=0 does for every description, to keep a CRD small: one

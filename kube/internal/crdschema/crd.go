@@ -2,13 +2,17 @@ package crdschema
 
 import (
 	"fmt"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 )
 
 // Resource is what CRD needs of a kube.Resource[Spec, Status]: its names
@@ -20,8 +24,10 @@ type Resource struct {
 	Singular   string
 	ShortNames []string
 	Categories []string
-	Rules      []Rules
-	Columns    []Column
+	// Annotations and Labels are the CRD's own metadata.
+	Annotations, Labels map[string]string
+	Rules               []Rules
+	Columns             []Column
 
 	Description              string
 	OmitUpstreamDescriptions bool
@@ -54,7 +60,7 @@ func CRD(r Resource) (*apiextensionsv1.CustomResourceDefinition, error) {
 			APIVersion: apiextensionsv1.SchemeGroupVersion.String(),
 			Kind:       "CustomResourceDefinition",
 		},
-		ObjectMeta: metav1.ObjectMeta{Name: r.Plural + "." + r.Group},
+		ObjectMeta: metav1.ObjectMeta{Name: r.Plural + "." + r.Group, Annotations: maps.Clone(r.Annotations), Labels: maps.Clone(r.Labels)},
 		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
 			Group: r.Group,
 			Names: apiextensionsv1.CustomResourceDefinitionNames{
@@ -184,8 +190,14 @@ func (r Resource) checkNames() []error {
 			errs = append(errs, fmt.Errorf("kube: Resource.Categories[%d] %q: %s", i, n, p))
 		}
 	}
-	if r.Group != "" && isProtectedGroup(r.Group) {
-		errs = append(errs, fmt.Errorf("kube: Resource.Group %q: a group under k8s.io or kubernetes.io is Kubernetes' own, and the API server accepts its CRD only with an api-approved.kubernetes.io annotation, which CRD doesn't set", r.Group))
+	if _, approved := r.Annotations[apiextensionsv1.KubeAPIApprovedAnnotation]; r.Group != "" && isProtectedGroup(r.Group) && !approved {
+		errs = append(errs, fmt.Errorf("kube: Resource.Group %q: a group under k8s.io or kubernetes.io is Kubernetes' own, and the API server accepts its CRD only with an %s annotation in Resource.Annotations: a link to its API review, or \"unapproved\" and why", r.Group, apiextensionsv1.KubeAPIApprovedAnnotation))
+	}
+	for _, e := range apivalidation.ValidateAnnotations(r.Annotations, field.NewPath("Resource.Annotations")) {
+		errs = append(errs, fmt.Errorf("kube: %s", e.Error()))
+	}
+	for _, e := range metav1validation.ValidateLabels(r.Labels, field.NewPath("Resource.Labels")) {
+		errs = append(errs, fmt.Errorf("kube: %s", e.Error()))
 	}
 	if r.Kind != "" && len(validation.IsDNS1035Label(strings.ToLower(r.Kind))) == 0 {
 		if problems := validation.IsDNS1035Label(strings.ToLower(r.Kind + "List")); len(problems) > 0 {

@@ -24,6 +24,11 @@ func testRootRulesOnServer(t *testing.T, a apiServer) {
 	t.Log(err)
 	_, err = a.create(t, nameLimited.GVR(), object("NameLimited", apiVersion, strings.Repeat("a", 52), map[string]any{"schedule": "@daily"}))
 	require.NoError(t, err)
+
+	got, err := a.ext.ApiextensionsV1().CustomResourceDefinitions().Get(t.Context(), crd.Name, metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "default/webhook-cert", got.Annotations["cert-manager.io/inject-ca-from"])
+	require.Equal(t, "examples", got.Labels["app.kubernetes.io/part-of"])
 }
 
 // testConditionsOnServer: a metav1.Condition in a status has the

@@ -9,8 +9,9 @@ import (
 	"github.com/z5labs/humus/kube"
 )
 
-// The resources of issue 27's additions: a CEL rule on the whole object,
-// and a status of metav1.Conditions with their Go source's validations.
+// The resources of issue 27's additions: a CEL rule on the whole object
+// (and the CRD's own annotations and labels), and a status of
+// metav1.Conditions with their Go source's validations.
 
 type nameLimitedSpec struct {
 	Schedule string `json:"schedule"`
@@ -22,6 +23,8 @@ var nameLimitedObject kube.Object[nameLimitedSpec, struct{}]
 // the book checks in a webhook, as a CEL rule on the whole object.
 var nameLimited = kube.Resource[nameLimitedSpec, struct{}]{
 	Group: "root.example.com", Version: "v1", Kind: "NameLimited", Plural: "namelimiteds", Scope: kube.Namespaced,
+	Annotations: map[string]string{"cert-manager.io/inject-ca-from": "default/webhook-cert"},
+	Labels:      map[string]string{"app.kubernetes.io/part-of": "examples"},
 	Rules: []kube.TypeRules{
 		kube.Rules(&nameLimitedObject).Validation("self.metadata.name.size() <= 52", "the name must be no more than 52 characters"),
 	},
