@@ -36,6 +36,23 @@ func PrinterColumn[T any](name string, p *T) ColumnOf[T] {
 	return ColumnOf[T]{crdschema.ColumnRule{Name: name, Ptr: unsafe.Pointer(p), Type: reflect.TypeFor[T]()}}
 }
 
+// ItemsColumn is a column named name that shows, for the list field list
+// points to, a field of the object given to Columns, the field p points
+// to in each item (a JSONPath into a list, such as
+// .status.active[*].name, which controller-gen's printcolumn takes). The
+// API server's table, which kubectl get shows, takes the first of a
+// JSONPath's results: the first item's value. item is a value
+// of the list's item type that only names its fields, usually a
+// package-level variable that is never written, and p points to a field
+// of it: kube.ItemsColumn("Active", &obj.Status.Active, &ref, &ref.Name).
+// Its type follows the field's Go type, as PrinterColumn's does.
+func ItemsColumn[E, T any](name string, list *[]E, item *E, p *T) ColumnOf[T] {
+	return ColumnOf[T]{crdschema.ColumnRule{
+		Name: name, Ptr: unsafe.Pointer(p), Type: reflect.TypeFor[T](),
+		List: unsafe.Pointer(list), ListType: reflect.TypeFor[[]E](), Item: unsafe.Pointer(item),
+	}}
+}
+
 func (c ColumnOf[T]) column() crdschema.ColumnRule {
 	return c.r
 }
@@ -62,6 +79,16 @@ func (c ColumnOf[T]) Format(f Format) ColumnOf[T] {
 	return c
 }
 
+// Type is the column's type, in place of the one its field's Go type
+// gives, for a field whose Go type doesn't say, such as an
+// intstr.IntOrString that holds a count: one of integer, number, string,
+// boolean and date, the API server's; any other is an error from CRD. The
+// API server shows a value that isn't of the type as <none>.
+func (c ColumnOf[T]) Type(t string) ColumnOf[T] {
+	c.r.ColumnType = t
+	return c
+}
+
 // Description describes the column.
 func (c ColumnOf[T]) Description(s string) ColumnOf[T] {
 	c.r.Description = s
@@ -71,8 +98,8 @@ func (c ColumnOf[T]) Description(s string) ColumnOf[T] {
 // Columns are the printer columns of v's fields, for Resource.Columns. v is
 // usually a package-level kube.Object[Spec, Status] that is never written,
 // which only names the fields. A column of a field that isn't in v, or that
-// is reached through a pointer, a list or a map, is an error that CRD
-// returns, as is a v of any type but the Resource's Object. Columns never
+// is reached through a pointer, a list or a map (ItemsColumn reaches into a
+// list), is an error that CRD returns, as is a v of any type but the Resource's Object. Columns never
 // fails itself.
 func Columns[T any](v *T, cols ...ColumnRule) []Column {
 	crs := make([]*crdschema.ColumnRule, len(cols))

@@ -3,6 +3,8 @@ package crdschema
 import (
 	"fmt"
 	"reflect"
+	"slices"
+	"strings"
 	"unsafe"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -18,6 +20,16 @@ type ColumnRule struct {
 	Priority    int32
 	Format      string
 	Description string
+
+	// ColumnType is a type given explicitly, in place of the field's.
+	ColumnType string
+
+	// List, of type ListType, is the list field whose items' field Ptr
+	// names, as a field of Item, a value of the list's item type; nil for
+	// a column of a field of the object.
+	List     unsafe.Pointer
+	ListType reflect.Type
+	Item     unsafe.Pointer
 }
 
 // Column is one of kube.Columns' columns: the type of the object its
@@ -68,13 +80,9 @@ func (c ColumnRule) resolve(t reflect.Type, v reflect.Value, col *apiextensionsv
 	if c.Ptr == nil {
 		return fmt.Errorf("is a column of a nil pointer, which names no field")
 	}
-	base, p := rv.Pointer(), uintptr(c.Ptr)
-	if p < base || p-base >= t.Size() {
-		return fmt.Errorf("its field (a %s) isn't in the value given to Columns: name a field of it, not one reached through a pointer, a list or a map", c.Type)
-	}
-	path, ok := jsonPathAt(t, p-base, c.Type)
-	if !ok {
-		return fmt.Errorf("its field (a %s) isn't one encoding/json encodes in %s", c.Type, t)
+	path, err := c.path(t, rv.Pointer())
+	if err != nil {
+		return err
 	}
 	col.JSONPath = path
 	ft := c.Type
@@ -109,7 +117,53 @@ func (c ColumnRule) resolve(t reflect.Type, v reflect.Value, col *apiextensionsv
 			col.Type = "string"
 		}
 	}
+	if c.ColumnType != "" {
+		if !slices.Contains(columnTypes, c.ColumnType) {
+			return fmt.Errorf("has Type %q: use one of %s, the types the API server takes", c.ColumnType, strings.Join(columnTypes, ", "))
+		}
+		col.Type = c.ColumnType
+	}
 	return nil
+}
+
+// columnTypes are the types of a printer column the API server takes
+// (apiextensions' validation, printerColumnDatatypes).
+var columnTypes = []string{"integer", "number", "string", "boolean", "date"}
+
+// path is the JSONPath of the column's field in the object of type t at
+// address base: the field's, or for a column of a list's items, the
+// list's, then [*], then the field's in an item.
+func (c ColumnRule) path(t reflect.Type, base uintptr) (string, error) {
+	at := func(what string, t reflect.Type, base, p uintptr, ft reflect.Type) (string, error) {
+		if p < base || p-base >= t.Size() {
+			return "", fmt.Errorf("its %s (a %s) isn't in the value given to Columns: name a field of it, not one reached through a pointer, a list or a map", what, ft)
+		}
+		path, ok := jsonPathAt(t, p-base, ft)
+		if !ok {
+			return "", fmt.Errorf("its %s (a %s) isn't one encoding/json encodes in %s", what, ft, t)
+		}
+		return path, nil
+	}
+	if c.List == nil {
+		return at("field", t, base, uintptr(c.Ptr), c.Type)
+	}
+	list, err := at("list", t, base, uintptr(c.List), c.ListType)
+	if err != nil {
+		return "", err
+	}
+	item := c.ListType.Elem()
+	if c.Item == nil {
+		return "", fmt.Errorf("its item is a nil pointer, which names no field")
+	}
+	p, ib := uintptr(c.Ptr), uintptr(c.Item)
+	if p < ib || p-ib >= item.Size() {
+		return "", fmt.Errorf("its field (a %s) isn't in the item given to ItemsColumn: name a field of it, not one reached through a pointer, a list or a map", c.Type)
+	}
+	sub, ok := jsonPathAt(item, p-ib, c.Type)
+	if !ok {
+		return "", fmt.Errorf("its field (a %s) isn't one encoding/json encodes in %s", c.Type, item)
+	}
+	return list + "[*]" + sub, nil
 }
 
 // jsonPathAt is the JSONPath, such as .spec.size, of the field of type ft

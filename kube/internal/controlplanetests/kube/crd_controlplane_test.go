@@ -49,6 +49,7 @@ func TestCRDsAgainstTheAPIServer(t *testing.T) {
 	t.Run("Columns", func(t *testing.T) { testColumnsOnServer(t, a) })
 	t.Run("RootRules", func(t *testing.T) { testRootRulesOnServer(t, a) })
 	t.Run("Conditions", func(t *testing.T) { testConditionsOnServer(t, a) })
+	t.Run("ItemsColumn", func(t *testing.T) { testItemsColumnOnServer(t, a) })
 }
 
 type apiServer struct {

@@ -69,3 +69,41 @@ func testConditionsOnServer(t *testing.T, a apiServer) {
 	}), metav1.ApplyOptions{FieldManager: "test"})
 	require.NoError(t, err)
 }
+
+// testItemsColumnOnServer: the API server's table of a resource, which
+// kubectl get shows, has a column of a list's items (the first item's
+// value: the API server takes a JSONPath's first result), an int-or-string
+// count typed integer, and a column of priority 1, which kubectl shows
+// only with -o wide.
+func testItemsColumnOnServer(t *testing.T, a apiServer) {
+	crd, err := withActive.CRD()
+	require.NoError(t, err)
+	a.install(t, crd)
+	apiVersion := withActive.Group + "/" + withActive.Version
+	_, err = a.create(t, withActive.GVR(), object("WithActive", apiVersion, "w", map[string]any{}))
+	require.NoError(t, err)
+	status := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": apiVersion, "kind": "WithActive", "metadata": map[string]any{"name": "w"},
+		"status": map[string]any{"count": 3, "active": []any{map[string]any{"name": "a"}, map[string]any{"name": "b"}}},
+	}}
+	_, err = a.dyn.Resource(withActive.GVR()).Namespace("default").ApplyStatus(t.Context(), "w", status, metav1.ApplyOptions{FieldManager: "test"})
+	require.NoError(t, err)
+
+	var table metav1.Table
+	err = a.ext.ApiextensionsV1().RESTClient().Get().
+		AbsPath("/apis", withActive.Group, withActive.Version, "namespaces", "default", withActive.Plural).
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").
+		Do(t.Context()).Into(&table)
+	require.NoError(t, err)
+	var names []string
+	var priorities []int32
+	for _, c := range table.ColumnDefinitions {
+		names = append(names, c.Name)
+		priorities = append(priorities, c.Priority)
+	}
+	require.Equal(t, []string{"Name", "Active", "Count", "Kinds"}, names)
+	require.Equal(t, []int32{0, 0, 0, 1}, priorities)
+	require.Equal(t, "integer", table.ColumnDefinitions[2].Type)
+	require.Len(t, table.Rows, 1)
+	require.Equal(t, []any{"w", "a", int64(3)}, table.Rows[0].Cells[:3])
+}

@@ -4,7 +4,9 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/z5labs/humus/kube"
 )
@@ -43,6 +45,27 @@ var conditioned = kube.Resource[struct{}, conditionedStatus]{
 	},
 }
 
+type activeStatus struct {
+	Active []corev1.ObjectReference `json:"active,omitempty"`
+	Count  intstr.IntOrString       `json:"count,omitzero"`
+}
+
+var (
+	activeObject kube.Object[struct{}, activeStatus]
+	activeRef    corev1.ObjectReference
+)
+
+// withActive has a column of a list's items, one of an explicit type and
+// priority.
+var withActive = kube.Resource[struct{}, activeStatus]{
+	Group: "columns2.example.com", Version: "v1", Kind: "WithActive", Plural: "withactives", Scope: kube.Namespaced,
+	Columns: kube.Columns(&activeObject,
+		kube.ItemsColumn("Active", &activeObject.Status.Active, &activeRef, &activeRef.Name),
+		kube.PrinterColumn("Count", &activeObject.Status.Count).Type("integer"),
+		kube.PrinterColumn("Kinds", &activeObject.Status.Active).Priority(1),
+	),
+}
+
 // TestTheNewRulesCRDsPassTheAPIServersValidation: the CRDs of a root CEL
 // rule and of Conditions pass apiextensions' ValidateCustomResourceDefinition,
 // which compiles the CEL rule against the root's schema.
@@ -51,6 +74,9 @@ func TestTheNewRulesCRDsPassTheAPIServersValidation(t *testing.T) {
 	require.NoError(t, err)
 	requireServerValid(t, c)
 	c, err = conditioned.CRD()
+	require.NoError(t, err)
+	requireServerValid(t, c)
+	c, err = withActive.CRD()
 	require.NoError(t, err)
 	requireServerValid(t, c)
 }
