@@ -99,8 +99,8 @@ func (c ColumnOf[T]) Description(s string) ColumnOf[T] {
 // usually a package-level kube.Object[Spec, Status] that is never written,
 // which only names the fields. A column of a field that isn't in v, or that
 // is reached through a pointer, a list or a map (ItemsColumn reaches into a
-// list), is an error that CRD returns, as is a v of any type but the Resource's Object. Columns never
-// fails itself.
+// list), is an error that CRD returns, as is a v of any type but the
+// Resource's Object. Columns never fails itself.
 func Columns[T any](v *T, cols ...ColumnRule) []Column {
 	crs := make([]*crdschema.ColumnRule, len(cols))
 	for i, c := range cols {
