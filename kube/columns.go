@@ -116,3 +116,35 @@ func Columns[T any](v *T, cols ...ColumnRule) []Column {
 	}
 	return out
 }
+
+// SelectableField is a field of a resource's objects that a field selector
+// may name, as a CRD's selectableFields holds it. SelectableFields makes
+// them.
+type SelectableField struct {
+	s crdschema.Selectable
+}
+
+// SelectableFields are the selectable fields of v's fields, for
+// Resource.SelectableFields: each of fields is a bare kube.Field of a field
+// of *v, such as kube.Field(&obj.Spec.Color), with no constraints, which
+// belong in Rules. v is usually a package-level kube.Object[Spec, Status]
+// that is never written, which only names the fields. A field that isn't
+// in v, is reached through a pointer, a list or a map, is in metadata, is
+// given twice, or isn't a string, an integer or a boolean, more than 8 of
+// them, and a v of any type but the Resource's Object are errors that CRD
+// returns. SelectableFields never fails itself.
+func SelectableFields[T any](v *T, fields ...FieldRule) []SelectableField {
+	frs := make([]*crdschema.Field, len(fields))
+	for i, f := range fields {
+		if f != nil {
+			fr := f.fieldRule()
+			frs[i] = &fr
+		}
+	}
+	resolved := crdschema.ResolveSelectable(reflect.TypeFor[T](), reflect.ValueOf(v), frs)
+	out := make([]SelectableField, len(resolved))
+	for i, s := range resolved {
+		out[i] = SelectableField{s}
+	}
+	return out
+}

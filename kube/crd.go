@@ -149,11 +149,15 @@ func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition
 	for i, c := range r.Columns {
 		columns[i] = c.c
 	}
+	selectable := make([]crdschema.Selectable, len(r.SelectableFields))
+	for i, f := range r.SelectableFields {
+		selectable[i] = f.s
+	}
 	return crdschema.CRD(crdschema.Resource{
 		Group: r.Group, Version: r.Version, Kind: r.Kind, Plural: r.Plural, Scope: string(r.Scope),
 		Singular: r.Singular, ShortNames: r.ShortNames, Categories: r.Categories,
 		Annotations: r.Annotations, Labels: r.Labels,
-		Rules: rules, Columns: columns,
+		Rules: rules, Columns: columns, SelectableFields: selectable,
 		Description: r.Description, OmitUpstreamDescriptions: r.OmitUpstreamDescriptions,
 		Spec: reflect.TypeFor[Spec](), Status: reflect.TypeFor[Status](), Object: reflect.TypeFor[Object[Spec, Status]](),
 	})

@@ -42,6 +42,15 @@ type Resource[Spec, Status any] struct {
 	// them, so give an Age column of &obj.CreationTimestamp to keep it.
 	Columns []Column
 
+	// SelectableFields are fields of the object, besides metadata.name and
+	// metadata.namespace, that a field selector may name, such as
+	// kubectl get --field-selector spec.color=blue
+	// (controller-gen's +kubebuilder:selectablefield), made with
+	// SelectableFields from an Object[Spec, Status]. Each is a string, an
+	// integer or a boolean; a CRD has at most 8. The API server serves
+	// them from Kubernetes 1.32.
+	SelectableFields []SelectableField
+
 	// Description describes the resource, as kubectl explain <plural>
 	// shows it: the description of the CRD schema's root. "" leaves it
 	// out. The spec and the status are described by their types'

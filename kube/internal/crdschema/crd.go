@@ -26,8 +26,11 @@ type Resource struct {
 	Categories []string
 	// Annotations and Labels are the CRD's own metadata.
 	Annotations, Labels map[string]string
-	Rules               []Rules
-	Columns             []Column
+
+	Rules   []Rules
+	Columns []Column
+	// SelectableFields are the fields a field selector may name.
+	SelectableFields []Selectable
 
 	Description              string
 	OmitUpstreamDescriptions bool
@@ -47,6 +50,7 @@ func CRD(r Resource) (*apiextensionsv1.CustomResourceDefinition, error) {
 	columns := r.columns(b)
 	doc := b.rootDescriptions()
 	rootRules := b.root(r.Object)
+	selectable := r.selectable(b, apiextensionsv1.JSONSchemaProps{Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": spec, "status": status}})
 	if err := b.finish(); err != nil {
 		return nil, err
 	}
@@ -95,6 +99,7 @@ func CRD(r Resource) (*apiextensionsv1.CustomResourceDefinition, error) {
 					Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
 				},
 				AdditionalPrinterColumns: columns,
+				SelectableFields:         selectable,
 			}},
 		},
 	}, nil

@@ -50,6 +50,7 @@ func TestCRDsAgainstTheAPIServer(t *testing.T) {
 	t.Run("RootRules", func(t *testing.T) { testRootRulesOnServer(t, a) })
 	t.Run("Conditions", func(t *testing.T) { testConditionsOnServer(t, a) })
 	t.Run("ItemsColumn", func(t *testing.T) { testItemsColumnOnServer(t, a) })
+	t.Run("SelectableFields", func(t *testing.T) { testSelectableFieldsOnServer(t, a) })
 }
 
 type apiServer struct {

@@ -107,3 +107,27 @@ func testItemsColumnOnServer(t *testing.T, a apiServer) {
 	require.Len(t, table.Rows, 1)
 	require.Equal(t, []any{"w", "a", int64(3)}, table.Rows[0].Cells[:3])
 }
+
+// testSelectableFieldsOnServer: a field selector names a selectable field,
+// and the API server refuses one that names another.
+func testSelectableFieldsOnServer(t *testing.T, a apiServer) {
+	crd, err := colored.CRD()
+	require.NoError(t, err)
+	a.install(t, crd)
+	apiVersion := colored.Group + "/" + colored.Version
+	for name, color := range map[string]string{"a": "blue", "b": "red", "c": "blue"} {
+		_, err := a.create(t, colored.GVR(), object("Colored", apiVersion, name, map[string]any{"color": color, "size": len(name)}))
+		require.NoError(t, err)
+	}
+	res := a.dyn.Resource(colored.GVR()).Namespace("default")
+	list, err := res.List(t.Context(), metav1.ListOptions{FieldSelector: "spec.color=blue"})
+	require.NoError(t, err)
+	var names []string
+	for _, o := range list.Items {
+		names = append(names, o.GetName())
+	}
+	require.ElementsMatch(t, []string{"a", "c"}, names)
+	_, err = res.List(t.Context(), metav1.ListOptions{FieldSelector: "spec.other=blue"})
+	require.Error(t, err, "a field that isn't selectable")
+	t.Log(err)
+}

@@ -66,6 +66,19 @@ var withActive = kube.Resource[struct{}, activeStatus]{
 	),
 }
 
+type colorSpec struct {
+	Color string `json:"color"`
+	Size  int32  `json:"size"`
+}
+
+var colorObject kube.Object[colorSpec, struct{}]
+
+// colored has selectable fields, named by field pointers.
+var colored = kube.Resource[colorSpec, struct{}]{
+	Group: "selectable.example.com", Version: "v1", Kind: "Colored", Plural: "coloreds", Scope: kube.Namespaced,
+	SelectableFields: kube.SelectableFields(&colorObject, kube.Field(&colorObject.Spec.Color), kube.Field(&colorObject.Spec.Size)),
+}
+
 // TestTheNewRulesCRDsPassTheAPIServersValidation: the CRDs of a root CEL
 // rule and of Conditions pass apiextensions' ValidateCustomResourceDefinition,
 // which compiles the CEL rule against the root's schema.
@@ -77,6 +90,9 @@ func TestTheNewRulesCRDsPassTheAPIServersValidation(t *testing.T) {
 	require.NoError(t, err)
 	requireServerValid(t, c)
 	c, err = withActive.CRD()
+	require.NoError(t, err)
+	requireServerValid(t, c)
+	c, err = colored.CRD()
 	require.NoError(t, err)
 	requireServerValid(t, c)
 }
