@@ -111,7 +111,9 @@ import (
 //
 // A metav1.ObjectMeta below the root, as in a pod template, keeps every
 // field it is given: with a bare type: object, the API server would prune
-// its labels and annotations, and refuse them under fieldValidation=Strict.
+// its labels and annotations, and refuse them under fieldValidation=Strict. With
+// Resource.EmbeddedObjectMeta it has instead the properties name,
+// namespace, labels, annotations and finalizers, and no other.
 //
 // It returns one error that names every mistake it finds, joined with
 // errors.Join: a missing or malformed Group, Version, Kind or Plural (as the
@@ -159,6 +161,7 @@ func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition
 		Annotations: r.Annotations, Labels: r.Labels,
 		Rules: rules, Columns: columns, SelectableFields: selectable,
 		Description: r.Description, OmitUpstreamDescriptions: r.OmitUpstreamDescriptions,
-		Spec: reflect.TypeFor[Spec](), Status: reflect.TypeFor[Status](), Object: reflect.TypeFor[Object[Spec, Status]](),
+		EmbeddedObjectMeta: r.EmbeddedObjectMeta,
+		Spec:               reflect.TypeFor[Spec](), Status: reflect.TypeFor[Status](), Object: reflect.TypeFor[Object[Spec, Status]](),
 	})
 }

@@ -1,9 +1,12 @@
 package kube_test
 
 import (
+	"maps"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/require"
+	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/z5labs/humus/kube"
@@ -83,4 +86,34 @@ func TestAnnotationsAndLabelsAreTheCRDsOwn(t *testing.T) {
 	_, err = r.CRD()
 	require.ErrorContains(t, err, `kube: Resource.Annotations: Invalid value: "not a key"`)
 	require.ErrorContains(t, err, `kube: Resource.Labels: Invalid value: "not a value!"`)
+}
+
+type templated struct {
+	Template corev1.PodTemplateSpec `json:"template"`
+}
+
+// TestEmbeddedObjectMetaIsTyped: with EmbeddedObjectMeta, a template's
+// metadata has controller-gen's five properties, so a CEL rule may read
+// them; without it, it keeps any field.
+func TestEmbeddedObjectMetaIsTyped(t *testing.T) {
+	r := kube.Resource[templated, struct{}]{
+		Group: "jobs.example.com", Version: "v1", Kind: "Templated", Plural: "templateds", Scope: kube.Namespaced,
+	}
+	crd, err := r.CRD()
+	require.NoError(t, err)
+	meta := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["template"].Properties["metadata"]
+	require.True(t, *meta.XPreserveUnknownFields)
+	require.Empty(t, meta.Properties)
+
+	r.EmbeddedObjectMeta = true
+	crd, err = r.CRD()
+	require.NoError(t, err)
+	meta = crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["spec"].Properties["template"].Properties["metadata"]
+	require.Nil(t, meta.XPreserveUnknownFields)
+	require.ElementsMatch(t, []string{"name", "namespace", "labels", "annotations", "finalizers"}, slices.Collect(maps.Keys(meta.Properties)))
+	require.Equal(t, "string", meta.Properties["labels"].AdditionalProperties.Schema.Type)
+	require.Equal(t, "string", meta.Properties["finalizers"].Items.Schema.Type)
+	require.NotEmpty(t, meta.Properties["namespace"].Description)
+	root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["metadata"]
+	require.Empty(t, root.Properties, "the root's metadata is the API server's")
 }

@@ -69,6 +69,17 @@ type Resource[Spec, Status any] struct {
 	Annotations map[string]string
 	Labels      map[string]string
 
+	// EmbeddedObjectMeta gives a metav1.ObjectMeta below the root, as in a
+	// pod template, a schema of its name, namespace, labels, annotations
+	// and finalizers (controller-gen's crd:generateEmbeddedObjectMeta), so
+	// that a CEL rule may read them, such as
+	// self.metadata.namespace == 'jobs' on a template: without it the
+	// metadata keeps any field (see CRD), a CEL rule can't name one, and the
+	// API server refuses the CRD. With it, the API server prunes any other
+	// field of the metadata, such as generateName, and refuses it under
+	// fieldValidation=Strict. false, the default, keeps every field.
+	EmbeddedObjectMeta bool
+
 	// OmitUpstreamDescriptions leaves out the descriptions that Kubernetes'
 	// own embedded types carry upstream (see CRD), as controller-gen's
 	// crd:maxDescLen=0 does for every description, to keep a CRD small: one

@@ -34,6 +34,7 @@ type Resource struct {
 
 	Description              string
 	OmitUpstreamDescriptions bool
+	EmbeddedObjectMeta       bool
 
 	Spec, Status, Object reflect.Type
 }
@@ -43,6 +44,7 @@ type Resource struct {
 func CRD(r Resource) (*apiextensionsv1.CustomResourceDefinition, error) {
 	b := newReflector(r.Rules)
 	b.omitUpstreamDescriptions = r.OmitUpstreamDescriptions
+	b.embeddedObjectMeta = r.EmbeddedObjectMeta
 	b.errs = append(b.errs, r.checkNames()...)
 
 	spec := b.schema(r.Spec, "spec")

@@ -45,6 +45,8 @@ type reflector struct {
 
 	// omitUpstreamDescriptions is Resource.OmitUpstreamDescriptions.
 	omitUpstreamDescriptions bool
+	// embeddedObjectMeta is Resource.EmbeddedObjectMeta.
+	embeddedObjectMeta bool
 }
 
 func newReflector(rules []Rules) *reflector {
@@ -172,6 +174,9 @@ func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSch
 	case rawType:
 		return apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}
 	case objectMetaType:
+		if b.embeddedObjectMeta {
+			return b.embeddedMeta()
+		}
 		// Not the spec's bare type: object, whose properties the API server
 		// prunes, or rejects under fieldValidation=Strict: a template's
 		// labels would be lost.
@@ -239,6 +244,30 @@ func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSch
 		b.report("kind "+t.String(), fmt.Errorf("kube: %s: %s is a %s, which encoding/json can't encode", path, t, t.Kind()))
 	}
 	return apiextensionsv1.JSONSchemaProps{Type: "object"}
+}
+
+// embeddedMeta is the schema of a metav1.ObjectMeta below the root with
+// Resource.EmbeddedObjectMeta, as controller-gen's
+// crd:generateEmbeddedObjectMeta makes it: its name, namespace, labels,
+// annotations and finalizers, described as the API server describes them,
+// and no other field, which the API server prunes.
+func (b *reflector) embeddedMeta() apiextensionsv1.JSONSchemaProps {
+	str := apiextensionsv1.JSONSchemaProps{Type: "string"}
+	strs := func(s apiextensionsv1.JSONSchemaProps) *apiextensionsv1.JSONSchemaProps { return &s }
+	props := map[string]apiextensionsv1.JSONSchemaProps{
+		"name":        str,
+		"namespace":   str,
+		"labels":      {Type: "object", AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: strs(str)}},
+		"annotations": {Type: "object", AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: strs(str)}},
+		"finalizers":  {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: strs(str)}},
+	}
+	if u := b.upstreamType(objectMetaType); u != nil && !b.omitUpstreamDescriptions {
+		for name, p := range props {
+			p.Description = u.Properties[name].Description
+			props[name] = p
+		}
+	}
+	return apiextensionsv1.JSONSchemaProps{Type: "object", Properties: props}
 }
 
 // jsonKey reports whether encoding/json encodes a map key of type t: a

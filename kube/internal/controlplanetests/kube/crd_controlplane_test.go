@@ -51,6 +51,7 @@ func TestCRDsAgainstTheAPIServer(t *testing.T) {
 	t.Run("Conditions", func(t *testing.T) { testConditionsOnServer(t, a) })
 	t.Run("ItemsColumn", func(t *testing.T) { testItemsColumnOnServer(t, a) })
 	t.Run("SelectableFields", func(t *testing.T) { testSelectableFieldsOnServer(t, a) })
+	t.Run("EmbeddedObjectMeta", func(t *testing.T) { testEmbeddedObjectMetaOnServer(t, a) })
 }
 
 type apiServer struct {

@@ -131,3 +131,27 @@ func testSelectableFieldsOnServer(t *testing.T, a apiServer) {
 	require.Error(t, err, "a field that isn't selectable")
 	t.Log(err)
 }
+
+// testEmbeddedObjectMetaOnServer: with EmbeddedObjectMeta, a CEL rule on a
+// template's metadata compiles, and the API server refuses a template for
+// another namespace.
+func testEmbeddedObjectMetaOnServer(t *testing.T, a apiServer) {
+	r := namespacedTemplates(true)
+	crd, err := r.CRD()
+	require.NoError(t, err)
+	a.install(t, crd)
+	apiVersion := r.Group + "/" + r.Version
+	template := func(ns string) map[string]any {
+		return map[string]any{"template": map[string]any{
+			"metadata": map[string]any{"namespace": ns, "labels": map[string]any{"app": "web"}},
+			"spec":     map[string]any{"containers": []any{map[string]any{"name": "web", "image": "web:1"}}},
+		}}
+	}
+	_, err = a.create(t, r.GVR(), object("Namespaced", apiVersion, "other", template("other")))
+	require.ErrorContains(t, err, "the template's namespace must be jobs")
+	t.Log(err)
+	got, err := a.create(t, r.GVR(), object("Namespaced", apiVersion, "jobs", template("jobs")))
+	require.NoError(t, err)
+	labels, _, _ := unstructured.NestedStringMap(got.Object, "spec", "template", "metadata", "labels")
+	require.Equal(t, map[string]string{"app": "web"}, labels)
+}

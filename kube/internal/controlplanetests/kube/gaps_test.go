@@ -79,6 +79,25 @@ var colored = kube.Resource[colorSpec, struct{}]{
 	SelectableFields: kube.SelectableFields(&colorObject, kube.Field(&colorObject.Spec.Color), kube.Field(&colorObject.Spec.Size)),
 }
 
+type jobTemplateSpec struct {
+	Template corev1.PodTemplateSpec `json:"template"`
+}
+
+var podTemplate corev1.PodTemplateSpec
+
+// namespacedTemplates' template must be for the namespace jobs, a CEL rule
+// that reads the template's metadata, which only EmbeddedObjectMeta lets
+// compile.
+func namespacedTemplates(embedded bool) kube.Resource[jobTemplateSpec, struct{}] {
+	return kube.Resource[jobTemplateSpec, struct{}]{
+		Group: "embedded.example.com", Version: "v1", Kind: "Namespaced", Plural: "namespaceds", Scope: kube.Namespaced,
+		EmbeddedObjectMeta: embedded,
+		Rules: []kube.TypeRules{
+			kube.Rules(&podTemplate).Validation("!has(self.metadata.namespace) || self.metadata.namespace == 'jobs'", "the template's namespace must be jobs"),
+		},
+	}
+}
+
 // TestTheNewRulesCRDsPassTheAPIServersValidation: the CRDs of a root CEL
 // rule and of Conditions pass apiextensions' ValidateCustomResourceDefinition,
 // which compiles the CEL rule against the root's schema.
@@ -95,4 +114,10 @@ func TestTheNewRulesCRDsPassTheAPIServersValidation(t *testing.T) {
 	c, err = colored.CRD()
 	require.NoError(t, err)
 	requireServerValid(t, c)
+	c, err = namespacedTemplates(true).CRD()
+	require.NoError(t, err)
+	requireServerValid(t, c)
+	c, err = namespacedTemplates(false).CRD()
+	require.NoError(t, err)
+	require.NotEmpty(t, serverErrors(t, c), "without EmbeddedObjectMeta, a rule can't read a template's metadata")
 }
