@@ -149,6 +149,25 @@ func (v ValuesOf[T]) XValidation(rule CEL) ValuesOf[T] {
 	return v.add(crdschema.Validation(crdschema.CEL(rule)))
 }
 
+// ListSet makes a list a set (x-kubernetes-list-type: set), as FieldOf's
+// ListSet does, wherever a named slice type given to ValueRules appears.
+func (v ValuesOf[T]) ListSet() ValuesOf[T] { return v.add(crdschema.ListSet()) }
+
+// ListMap makes a list of structs a map keyed by keys, as FieldOf's
+// ListMap does, wherever a named slice type given to ValueRules appears.
+func (v ValuesOf[T]) ListMap(keys ...string) ValuesOf[T] { return v.add(crdschema.ListMap(keys)) }
+
+// Atomic makes a list, a map or a struct atomic, as FieldOf's Atomic does,
+// wherever a named type given to ValueRules appears.
+func (v ValuesOf[T]) Atomic() ValuesOf[T] { return v.add(crdschema.Atomic()) }
+
+// ItemsOf constrains each item of the lists of type L, as Items does a
+// field's, such as every value of a named slice type given to ValueRules:
+// kube.ValueRules(kube.ItemsOf(kube.Values[Hosts]().ListSet(), kube.Values[string]().Format(kube.FormatHostname))).
+func ItemsOf[E any, L ~[]E](v ValuesOf[L], each ValuesOf[E]) ValuesOf[L] {
+	return v.add(crdschema.Items(each.cs))
+}
+
 // Items constrains each item of the list field f, such as
 // kube.Items(kube.Field(&spec.Hosts), kube.Values[string]().Format(kube.FormatHostname))
 // (controller-gen's +kubebuilder:validation:items:...). An item with a
@@ -164,8 +183,9 @@ func MapValues[K comparable, V any, M ~map[K]V](f FieldOf[M], each ValuesOf[V]) 
 }
 
 // ValueRules constrains every value of type T, wherever T appears: a named
-// type that isn't a struct, such as a type Phase string with an Enum, or a
-// type Port int32 with a Minimum and a Maximum. A field of type T with
+// type that isn't a struct, such as a type Phase string with an Enum, a
+// type Port int32 with a Minimum and a Maximum, or a type Hosts []string
+// that is a set (ListSet) whose items are hostnames (ItemsOf). A field of type T with
 // constraints of its own has both, its own last. A constraint that doesn't
 // fit T is an error from CRD, as is a second TypeRules for T.
 //

@@ -52,6 +52,7 @@ func TestCRDsAgainstTheAPIServer(t *testing.T) {
 	t.Run("ItemsColumn", func(t *testing.T) { testItemsColumnOnServer(t, a) })
 	t.Run("SelectableFields", func(t *testing.T) { testSelectableFieldsOnServer(t, a) })
 	t.Run("EmbeddedObjectMeta", func(t *testing.T) { testEmbeddedObjectMetaOnServer(t, a) })
+	t.Run("NamedListType", func(t *testing.T) { testNamedListTypeOnServer(t, a) })
 }
 
 type apiServer struct {

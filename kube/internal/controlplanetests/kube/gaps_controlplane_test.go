@@ -155,3 +155,24 @@ func testEmbeddedObjectMetaOnServer(t *testing.T, a apiServer) {
 	labels, _, _ := unstructured.NestedStringMap(got.Object, "spec", "template", "metadata", "labels")
 	require.Equal(t, map[string]string{"app": "web"}, labels)
 }
+
+// testNamedListTypeOnServer: a named slice type's ValueRules make every
+// field of it a set of hostnames, and the API server refuses a duplicate
+// and a bad hostname in each.
+func testNamedListTypeOnServer(t *testing.T, a apiServer) {
+	crd, err := hosted.CRD()
+	require.NoError(t, err)
+	a.install(t, crd)
+	apiVersion := hosted.Group + "/" + hosted.Version
+	_, err = a.create(t, hosted.GVR(), object("Hosted", apiVersion, "bad", map[string]any{
+		"primary": []any{"a.example.com", "a.example.com"},
+		"backup":  []any{"not a host!"},
+	}))
+	require.ErrorContains(t, err, `spec.primary[1]: Duplicate value: "a.example.com"`)
+	require.ErrorContains(t, err, `spec.backup[0]: Invalid value: "not a host!": spec.backup[0] in body must be of type hostname`)
+	t.Log(err)
+	_, err = a.create(t, hosted.GVR(), object("Hosted", apiVersion, "good", map[string]any{
+		"primary": []any{"a.example.com", "b.example.com"},
+	}))
+	require.NoError(t, err)
+}

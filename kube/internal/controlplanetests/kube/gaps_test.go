@@ -98,6 +98,21 @@ func namespacedTemplates(embedded bool) kube.Resource[jobTemplateSpec, struct{}]
 	}
 }
 
+// Hosts is a named slice type: a set of hostnames, wherever it appears.
+type Hosts []string
+
+type hostsSpec struct {
+	Primary Hosts `json:"primary"`
+	Backup  Hosts `json:"backup,omitempty"`
+}
+
+var hosted = kube.Resource[hostsSpec, struct{}]{
+	Group: "hosts.example.com", Version: "v1", Kind: "Hosted", Plural: "hosteds", Scope: kube.Namespaced,
+	Rules: []kube.TypeRules{
+		kube.ValueRules(kube.ItemsOf(kube.Values[Hosts]().ListSet(), kube.Values[string]().Format(kube.FormatHostname))),
+	},
+}
+
 // TestTheNewRulesCRDsPassTheAPIServersValidation: the CRDs of a root CEL
 // rule and of Conditions pass apiextensions' ValidateCustomResourceDefinition,
 // which compiles the CEL rule against the root's schema.
@@ -112,6 +127,9 @@ func TestTheNewRulesCRDsPassTheAPIServersValidation(t *testing.T) {
 	require.NoError(t, err)
 	requireServerValid(t, c)
 	c, err = colored.CRD()
+	require.NoError(t, err)
+	requireServerValid(t, c)
+	c, err = hosted.CRD()
 	require.NoError(t, err)
 	requireServerValid(t, c)
 	c, err = namespacedTemplates(true).CRD()
