@@ -56,9 +56,9 @@ func testConditionsOnServer(t *testing.T, a apiServer) {
 	require.Error(t, err)
 	for _, want := range []string{
 		`status.conditions[0].status: Unsupported value: "Maybe": supported values: "True", "False", "Unknown"`,
-		`status.conditions[0].reason: Invalid value: "": status.conditions[0].reason in body should be at least 1 chars long`,
-		`status.conditions[0].type: Invalid value: "bad type!": status.conditions[0].type in body should match`,
-		`status.conditions[0].observedGeneration: Invalid value: -1: status.conditions[0].observedGeneration in body should be greater than or equal to 0`,
+		`status.conditions[0].reason: Invalid value: "": conditions[0].reason in body should be at least 1 chars long`,
+		`status.conditions[0].type: Invalid value: "bad type!": conditions[0].type in body should match`,
+		`status.conditions[0].observedGeneration: Invalid value: -1: conditions[0].observedGeneration in body should be greater than or equal to 0`,
 	} {
 		require.ErrorContains(t, err, want)
 	}
