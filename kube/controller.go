@@ -211,17 +211,25 @@ func collectParts[T any](ps []Part) (parts[T], error) {
 	var errs []error
 	for i, part := range ps {
 		switch part := part.(type) {
+		// A part with a mistake in its options, such as a nil MapFunc,
+		// but a well-formed informer, is still kept, so that a second
+		// informer of its resource is named in the same error (newCaches):
+		// with any error, no Controller is built from them.
 		case ownsPart:
 			if err := part.check(); err != nil {
 				errs = append(errs, fmt.Errorf("kube: part %d: %w", i, err))
-				continue
+				if part.informerSpec.check("") != nil {
+					continue
+				}
 			}
 			p.owns = append(p.owns, part.informerSpec)
 		case watchesPart:
 			w, err := watchOf[T](part, fmt.Sprintf("humus.kube/references-%d", i))
 			if err != nil {
 				errs = append(errs, fmt.Errorf("kube: part %d: %w", i, err))
-				continue
+				if part.informerSpec.check("") != nil {
+					continue
+				}
 			}
 			p.watches = append(p.watches, w)
 		case finalizePart:

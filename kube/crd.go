@@ -1,14 +1,16 @@
 package kube
 
+// upstreamgen starts the local control plane, so it lives in the module of
+// kube's tests against it (internal/controlplanetests), which kube's own
+// go.mod needn't require.
+//go:generate go -C internal/controlplanetests run ./cmd/upstreamgen -o ../upstream/types.json.gz
+
 import (
-	"fmt"
 	"reflect"
-	"slices"
-	"strings"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/z5labs/humus/kube/internal/crdschema"
 )
 
 // CRD returns the resource's CustomResourceDefinition: one version, served
@@ -82,19 +84,43 @@ import (
 // of the release of k8s.io/api in go.mod says of it, from a table in kube.
 // Its fields have their descriptions, list types and list-map keys (a pod's
 // containers merge by name under server-side apply), map types (a
-// LabelSelector is atomic), formats, enums and +default values, and are
-// required as the API server requires them, whatever their json tags say;
-// a field it requires isn't nullable. Rules on these types and their fields
-// apply on top.
+// LabelSelector is atomic), formats and +default values, and are required
+// as the API server requires them, whatever their json tags say; a field
+// it requires, or gives a +default, isn't nullable. Their enums (a pod's
+// restartPolicy, a container's imagePullPolicy) are left out, as
+// controller-gen leaves them out: a CRD made against one release's list
+// would refuse a value a newer cluster's Pods accept, and the Pod's own
+// validation checks it when the Pod is made. Rules on these types and
+// their fields apply on top.
+//
+// A metav1.Condition, and the few other of Kubernetes' types whose Go
+// source carries +kubebuilder:validation markers (PortStatus's and
+// IngressPortStatus's error, ImageVolumeStatus's imageRef), has those
+// validations too, as controller-gen emits them: a condition's status is
+// True, False or Unknown, its reason 1 to 1024 characters of
+// ^[A-Za-z]([A-Za-z0-9_,:]*[A-Za-z0-9_])?$, its type a qualified name of
+// at most 316, its message at most 32768, and its observedGeneration 0 or
+// more.
+//
+// Rules of the Resource's Object[Spec, Status] itself, such as
+// kube.Rules(&obj).Validation("self.metadata.name.size() <= 52", "…"),
+// are CEL rules of the whole object, on the schema's root, in which self
+// is the object and self.metadata.name its name. The object takes only
+// Validation and XValidation: the spec and the status are constrained by
+// their own types' Rules.
 //
 // A metav1.ObjectMeta below the root, as in a pod template, keeps every
 // field it is given: with a bare type: object, the API server would prune
-// its labels and annotations, and refuse them under fieldValidation=Strict.
+// its labels and annotations, and refuse them under fieldValidation=Strict. With
+// Resource.EmbeddedObjectMeta it has instead the properties name,
+// namespace, labels, annotations and finalizers, and no other.
 //
 // It returns one error that names every mistake it finds, joined with
 // errors.Join: a missing or malformed Group, Version, Kind or Plural (as the
 // API server checks them, with the list kind KindList, the name
-// <Plural>.<Group>, and no group under k8s.io or kubernetes.io), a
+// <Plural>.<Group>, and no group under k8s.io or kubernetes.io without an
+// api-approved.kubernetes.io annotation), an annotation or label the API
+// server would refuse, a
 // malformed Singular, short name or category, a Scope that is neither
 // Namespaced nor Cluster; a Column that names no field of the Object, and
 // two Columns of one name;
@@ -110,160 +136,32 @@ import (
 // differently, or Required and Optional; a CEL rule without a Rule or with
 // an unknown Reason; a rule
 // that names no field, a rule on a field that isn't encoded, Rules for a
-// type that appears nowhere, and two Rules for one type. With an error, the
+// type that appears nowhere, two Rules for one type, and Rules of the
+// Object with anything but CEL rules. With an error, the
 // CRD is nil.
 //
 // CRD doesn't compile CEL rules: the API server does when the CRD is
 // applied.
 func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition, error) {
-	b := newReflector(r.Rules)
-	b.omitUpstreamDescriptions = r.OmitUpstreamDescriptions
-	b.errs = append(b.errs, r.checkNames()...)
-
-	spec := b.schema(reflect.TypeFor[Spec](), "spec")
-	status := b.schema(reflect.TypeFor[Status](), "status")
-	columns := r.columns(b)
-	doc := b.rootDescriptions()
-	if err := b.finish(); err != nil {
-		return nil, err
+	rules := make([]crdschema.Rules, len(r.Rules))
+	for i, tr := range r.Rules {
+		rules[i] = tr.r
 	}
-	singular := r.Singular
-	if singular == "" {
-		singular = strings.ToLower(r.Kind)
-	}
-
-	return &apiextensionsv1.CustomResourceDefinition{
-		TypeMeta: metav1.TypeMeta{
-			APIVersion: apiextensionsv1.SchemeGroupVersion.String(),
-			Kind:       "CustomResourceDefinition",
-		},
-		ObjectMeta: metav1.ObjectMeta{Name: r.Plural + "." + r.Group},
-		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
-			Group: r.Group,
-			Names: apiextensionsv1.CustomResourceDefinitionNames{
-				Plural:     r.Plural,
-				Singular:   singular,
-				ShortNames: slices.Clone(r.ShortNames),
-				Kind:       r.Kind,
-				ListKind:   r.Kind + "List",
-				Categories: slices.Clone(r.Categories),
-			},
-			Scope: apiextensionsv1.ResourceScope(r.Scope),
-			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{
-				Name:    r.Version,
-				Served:  true,
-				Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{
-					OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-						Description: r.Description,
-						Type:        "object",
-						Properties: map[string]apiextensionsv1.JSONSchemaProps{
-							"apiVersion": {Type: "string", Description: doc["apiVersion"]},
-							"kind":       {Type: "string", Description: doc["kind"]},
-							"metadata":   {Type: "object"},
-							"spec":       spec,
-							"status":     status,
-						},
-						Required: []string{"spec"},
-					},
-				},
-				Subresources: &apiextensionsv1.CustomResourceSubresources{
-					Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
-				},
-				AdditionalPrinterColumns: columns,
-			}},
-		},
-	}, nil
-}
-
-// columns are the Resource's printer columns, and their errors, added to
-// b's.
-func (r Resource[Spec, Status]) columns(b *reflector) []apiextensionsv1.CustomResourceColumnDefinition {
-	obj := reflect.TypeFor[Object[Spec, Status]]()
-	var out []apiextensionsv1.CustomResourceColumnDefinition
+	columns := make([]crdschema.Column, len(r.Columns))
 	for i, c := range r.Columns {
-		switch {
-		case c.obj == nil:
-			b.errs = append(b.errs, fmt.Errorf("kube: Resource.Columns[%d] is a zero Column: make the columns with kube.Columns", i))
-		case c.err != nil:
-			b.errs = append(b.errs, c.err)
-		case c.obj != obj:
-			b.errs = append(b.errs, fmt.Errorf("kube: Resource.Columns[%d] %q names a field of a %s, not of the resource's %s: give Columns a *%s", i, c.col.Name, c.obj, obj, obj))
-		case slices.ContainsFunc(out, func(o apiextensionsv1.CustomResourceColumnDefinition) bool { return o.Name == c.col.Name }):
-			b.errs = append(b.errs, fmt.Errorf("kube: Resource.Columns[%d]: two columns are named %q", i, c.col.Name))
-		default:
-			out = append(out, c.col)
-		}
+		columns[i] = c.c
 	}
-	return out
-}
-
-// checkNames reports a missing or malformed Group, Version, Kind or
-// Plural, by the API server's own rules for a CRD, and a bad Scope.
-func (r Resource[Spec, Status]) checkNames() []error {
-	var errs []error
-	check := func(field, value, example string, problems []string) {
-		if value == "" {
-			errs = append(errs, fmt.Errorf("kube: Resource.%s is missing: give one, such as %s", field, example))
-			return
-		}
-		for _, p := range problems {
-			errs = append(errs, fmt.Errorf("kube: Resource.%s %q: %s", field, value, p))
-		}
+	selectable := make([]crdschema.Selectable, len(r.SelectableFields))
+	for i, f := range r.SelectableFields {
+		selectable[i] = f.s
 	}
-
-	var groupProblems []string
-	if r.Group != "" {
-		groupProblems = validation.IsDNS1123Subdomain(r.Group)
-		if len(strings.Split(r.Group, ".")) < 2 {
-			groupProblems = append(groupProblems, "should be a domain with at least one dot")
-		}
-	}
-	check("Group", r.Group, "cache.example.com", groupProblems)
-	check("Version", r.Version, "v1alpha1", validation.IsDNS1035Label(r.Version))
-	check("Kind", r.Kind, "Memcached", validation.IsDNS1035Label(strings.ToLower(r.Kind)))
-	check("Plural", r.Plural, "memcacheds", validation.IsDNS1035Label(r.Plural))
-	if r.Singular != "" {
-		for _, p := range validation.IsDNS1035Label(r.Singular) {
-			errs = append(errs, fmt.Errorf("kube: Resource.Singular %q: %s", r.Singular, p))
-		}
-	}
-	for i, n := range r.ShortNames {
-		for _, p := range validation.IsDNS1035Label(n) {
-			errs = append(errs, fmt.Errorf("kube: Resource.ShortNames[%d] %q: %s", i, n, p))
-		}
-	}
-	for i, n := range r.Categories {
-		for _, p := range validation.IsDNS1035Label(n) {
-			errs = append(errs, fmt.Errorf("kube: Resource.Categories[%d] %q: %s", i, n, p))
-		}
-	}
-	if r.Group != "" && isProtectedGroup(r.Group) {
-		errs = append(errs, fmt.Errorf("kube: Resource.Group %q: a group under k8s.io or kubernetes.io is Kubernetes' own, and the API server accepts its CRD only with an api-approved.kubernetes.io annotation, which CRD doesn't set", r.Group))
-	}
-	if r.Kind != "" && len(validation.IsDNS1035Label(strings.ToLower(r.Kind))) == 0 {
-		if problems := validation.IsDNS1035Label(strings.ToLower(r.Kind + "List")); len(problems) > 0 {
-			errs = append(errs, fmt.Errorf("kube: Resource.Kind %q: its list kind %sList %s", r.Kind, r.Kind, strings.Join(problems, ", ")))
-		}
-	}
-	if r.Plural != "" && r.Group != "" {
-		if name := r.Plural + "." + r.Group; len(name) > validation.DNS1123SubdomainMaxLength {
-			errs = append(errs, fmt.Errorf("kube: the CRD's name %q, Resource.Plural and Resource.Group, is %d characters: it must be no more than %d", name, len(name), validation.DNS1123SubdomainMaxLength))
-		}
-	}
-	if r.Scope != Namespaced && r.Scope != Cluster {
-		errs = append(errs, fmt.Errorf("kube: Resource.Scope %q: must be kube.Namespaced or kube.Cluster", r.Scope))
-	}
-	return errs
-}
-
-// isProtectedGroup reports whether group is under k8s.io or kubernetes.io,
-// as the API server decides (apihelpers.IsProtectedCommunityGroup).
-func isProtectedGroup(group string) bool {
-	for _, d := range []string{"k8s.io", "kubernetes.io"} {
-		if group == d || strings.HasSuffix(group, "."+d) {
-			return true
-		}
-	}
-	return false
+	return crdschema.CRD(crdschema.Resource{
+		Group: r.Group, Version: r.Version, Kind: r.Kind, Plural: r.Plural, Scope: string(r.Scope),
+		Singular: r.Singular, ShortNames: r.ShortNames, Categories: r.Categories,
+		Annotations: r.Annotations, Labels: r.Labels,
+		Rules: rules, Columns: columns, SelectableFields: selectable,
+		Description: r.Description, OmitUpstreamDescriptions: r.OmitUpstreamDescriptions,
+		EmbeddedObjectMeta: r.EmbeddedObjectMeta,
+		Spec:               reflect.TypeFor[Spec](), Status: reflect.TypeFor[Status](), Object: reflect.TypeFor[Object[Spec, Status]](),
+	})
 }

@@ -42,11 +42,43 @@ type Resource[Spec, Status any] struct {
 	// them, so give an Age column of &obj.CreationTimestamp to keep it.
 	Columns []Column
 
+	// SelectableFields are fields of the object, besides metadata.name and
+	// metadata.namespace, that a field selector may name, such as
+	// kubectl get --field-selector spec.color=blue
+	// (controller-gen's +kubebuilder:selectablefield), made with
+	// SelectableFields from an Object[Spec, Status]. Each is a string, an
+	// integer or a boolean; a CRD has at most 8. The API server serves
+	// them from Kubernetes 1.32.
+	SelectableFields []SelectableField
+
 	// Description describes the resource, as kubectl explain <plural>
 	// shows it: the description of the CRD schema's root. "" leaves it
 	// out. The spec and the status are described by their types'
 	// TypeRules.Description, such as kube.Rules(&spec).Description("…").
 	Description string
+
+	// Annotations and Labels are the CRD object's own metadata
+	// (controller-gen's +kubebuilder:metadata:annotations and labels), such
+	// as cert-manager's cert-manager.io/inject-ca-from, which has the CA
+	// injector fill in a conversion webhook's caBundle. An annotation
+	// api-approved.kubernetes.io, a link to the approved API review (or
+	// "unapproved, ..." and why), lets Group be one under k8s.io or
+	// kubernetes.io, as the API server requires. CRD checks the keys and
+	// values as the API server checks an object's. Nil, the default, sets
+	// none.
+	Annotations map[string]string
+	Labels      map[string]string
+
+	// EmbeddedObjectMeta gives a metav1.ObjectMeta below the root, as in a
+	// pod template, a schema of its name, namespace, labels, annotations
+	// and finalizers (controller-gen's crd:generateEmbeddedObjectMeta), so
+	// that a CEL rule may read them, such as
+	// self.metadata.namespace == 'jobs' on a template: without it the
+	// metadata keeps any field (see CRD), a CEL rule can't name one, and the
+	// API server refuses the CRD. With it, the API server prunes any other
+	// field of the metadata, such as generateName, and refuses it under
+	// fieldValidation=Strict. false, the default, keeps every field.
+	EmbeddedObjectMeta bool
 
 	// OmitUpstreamDescriptions leaves out the descriptions that Kubernetes'
 	// own embedded types carry upstream (see CRD), as controller-gen's

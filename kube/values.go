@@ -1,13 +1,13 @@
 package kube
 
 import (
-	"encoding/json"
-	"fmt"
 	"reflect"
 	"regexp"
 	"slices"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
+	"github.com/z5labs/humus/kube/internal/crdschema"
 )
 
 // Format is a string format the API server checks, as a schema's format
@@ -72,280 +72,120 @@ type CEL struct {
 	OptionalOldSelf   bool
 }
 
-// validationRule is c as the schema holds it, or an error naming what is
-// wrong with it.
-func (c CEL) validationRule() (apiextensionsv1.ValidationRule, error) {
-	v := apiextensionsv1.ValidationRule{Rule: c.Rule, Message: c.Message, MessageExpression: c.MessageExpression, FieldPath: c.FieldPath}
-	var errs []error
-	if c.Rule == "" {
-		errs = append(errs, fmt.Errorf("has no Rule"))
-	}
-	if c.Reason != "" {
-		switch c.Reason {
-		case apiextensionsv1.FieldValueInvalid, apiextensionsv1.FieldValueForbidden, apiextensionsv1.FieldValueRequired, apiextensionsv1.FieldValueDuplicate:
-			v.Reason = ptrTo(c.Reason)
-		default:
-			errs = append(errs, fmt.Errorf("has Reason %q: use one of apiextensionsv1.FieldValueInvalid, FieldValueForbidden, FieldValueRequired or FieldValueDuplicate", c.Reason))
-		}
-	}
-	if c.OptionalOldSelf {
-		v.OptionalOldSelf = ptrTo(true)
-	}
-	return v, joinErrs(errs)
-}
-
-func celOf(c CEL) constraint {
-	return constraint{name: "Validation", value: true, apply: func(p *apiextensionsv1.JSONSchemaProps) error {
-		v, err := c.validationRule()
-		if err != nil {
-			return err
-		}
-		p.XValidations = append(p.XValidations, v)
-		return nil
-	}}
-}
-
-func enumOf[T any](values []T) constraint {
-	values = slices.Clone(values)
-	return constraint{name: "Enum", value: true, apply: func(p *apiextensionsv1.JSONSchemaProps) error {
-		if len(values) == 0 {
-			return fmt.Errorf("has no values")
-		}
-		p.Enum = make([]apiextensionsv1.JSON, 0, len(values))
-		for _, v := range values {
-			raw, err := json.Marshal(v)
-			if err != nil {
-				return fmt.Errorf("encoding %v: %w", v, err)
-			}
-			p.Enum = append(p.Enum, apiextensionsv1.JSON{Raw: raw})
-		}
-		return nil
-	}}
-}
-
-func minimumOf(v any, exclusive bool) constraint {
-	name := "Minimum"
-	if exclusive {
-		name = "ExclusiveMinimum"
-	}
-	return constraint{name: name, value: true, apply: func(p *apiextensionsv1.JSONSchemaProps) error {
-		n, err := number(p, v)
-		if err != nil {
-			return err
-		}
-		p.Minimum, p.ExclusiveMinimum = &n, exclusive
-		return nil
-	}}
-}
-
-func maximumOf(v any, exclusive bool) constraint {
-	name := "Maximum"
-	if exclusive {
-		name = "ExclusiveMaximum"
-	}
-	return constraint{name: name, value: true, apply: func(p *apiextensionsv1.JSONSchemaProps) error {
-		n, err := number(p, v)
-		if err != nil {
-			return err
-		}
-		p.Maximum, p.ExclusiveMaximum = &n, exclusive
-		return nil
-	}}
-}
-
-func multipleOf(v any) constraint {
-	return constraint{name: "MultipleOf", value: true, apply: func(p *apiextensionsv1.JSONSchemaProps) error {
-		n, err := number(p, v)
-		if err != nil {
-			return err
-		}
-		if n <= 0 {
-			return fmt.Errorf("is %v: it must be greater than 0", n)
-		}
-		p.MultipleOf = &n
-		return nil
-	}}
-}
-
-// count is a constraint that sets a count, such as MinLength, on a schema
-// of type want.
-func count(name, want string, n int, set func(p *apiextensionsv1.JSONSchemaProps, v *int64)) constraint {
-	return constraint{name: name, value: true, apply: func(p *apiextensionsv1.JSONSchemaProps) error {
-		set(p, ptrTo(int64(n)))
-		return fits(p, want, n)
-	}}
-}
-
-func minLengthOf(n int) constraint {
-	return count("MinLength", "string", n, func(p *apiextensionsv1.JSONSchemaProps, v *int64) { p.MinLength = v })
-}
-
-func maxLengthOf(n int) constraint {
-	return count("MaxLength", "string", n, func(p *apiextensionsv1.JSONSchemaProps, v *int64) { p.MaxLength = v })
-}
-
-func minItemsOf(n int) constraint {
-	return count("MinItems", "array", n, func(p *apiextensionsv1.JSONSchemaProps, v *int64) { p.MinItems = v })
-}
-
-func maxItemsOf(n int) constraint {
-	return count("MaxItems", "array", n, func(p *apiextensionsv1.JSONSchemaProps, v *int64) { p.MaxItems = v })
-}
-
-func minPropertiesOf(n int) constraint {
-	return count("MinProperties", "object", n, func(p *apiextensionsv1.JSONSchemaProps, v *int64) { p.MinProperties = v })
-}
-
-func maxPropertiesOf(n int) constraint {
-	return count("MaxProperties", "object", n, func(p *apiextensionsv1.JSONSchemaProps, v *int64) { p.MaxProperties = v })
-}
-
-func patternOf(re *regexp.Regexp) constraint {
-	return constraint{name: "Pattern", value: true, apply: func(p *apiextensionsv1.JSONSchemaProps) error {
-		if re == nil {
-			return fmt.Errorf("is nil")
-		}
-		p.Pattern = re.String()
-		return fits(p, "string", 0)
-	}}
-}
-
-func formatOf(f Format) constraint {
-	return constraint{name: "Format", value: true, apply: func(p *apiextensionsv1.JSONSchemaProps) error {
-		if f == "" {
-			return fmt.Errorf("is empty")
-		}
-		if err := checkFormat(f); err != nil {
-			return err
-		}
-		p.Format = string(f)
-		return fits(p, "string", 0)
-	}}
-}
-
 // ValuesOf are constraints on values of type T: a list's items or a map's
 // values (Items and MapValues), or every value of a named type
 // (ValueRules). Values makes one. Each method returns a copy with one more
 // constraint, and fits the types that FieldOf's method of its name fits.
 type ValuesOf[T any] struct {
-	cs []constraint
+	cs []crdschema.Constraint
 }
 
 // Values starts the constraints on values of type T.
 func Values[T any]() ValuesOf[T] { return ValuesOf[T]{} }
 
-func (v ValuesOf[T]) add(c constraint) ValuesOf[T] {
+func (v ValuesOf[T]) add(c crdschema.Constraint) ValuesOf[T] {
 	v.cs = append(slices.Clip(v.cs), c)
 	return v
 }
 
 // Enum limits the values to values, each encoded as encoding/json encodes it.
-func (v ValuesOf[T]) Enum(values ...T) ValuesOf[T] { return v.add(enumOf(values)) }
+func (v ValuesOf[T]) Enum(values ...T) ValuesOf[T] { return v.add(crdschema.Enum(values)) }
 
 // Minimum is the least value, inclusive. It fits a number.
-func (v ValuesOf[T]) Minimum(n T) ValuesOf[T] { return v.add(minimumOf(n, false)) }
+func (v ValuesOf[T]) Minimum(n T) ValuesOf[T] { return v.add(crdschema.Minimum(n, false)) }
 
 // Maximum is the greatest value, inclusive. It fits a number.
-func (v ValuesOf[T]) Maximum(n T) ValuesOf[T] { return v.add(maximumOf(n, false)) }
+func (v ValuesOf[T]) Maximum(n T) ValuesOf[T] { return v.add(crdschema.Maximum(n, false)) }
 
 // ExclusiveMinimum is a value each value must be greater than. It fits a
 // number.
-func (v ValuesOf[T]) ExclusiveMinimum(n T) ValuesOf[T] { return v.add(minimumOf(n, true)) }
+func (v ValuesOf[T]) ExclusiveMinimum(n T) ValuesOf[T] { return v.add(crdschema.Minimum(n, true)) }
 
 // ExclusiveMaximum is a value each value must be less than. It fits a
 // number.
-func (v ValuesOf[T]) ExclusiveMaximum(n T) ValuesOf[T] { return v.add(maximumOf(n, true)) }
+func (v ValuesOf[T]) ExclusiveMaximum(n T) ValuesOf[T] { return v.add(crdschema.Maximum(n, true)) }
 
 // MultipleOf is a number each value is a multiple of, greater than 0. It
 // fits a number.
-func (v ValuesOf[T]) MultipleOf(n T) ValuesOf[T] { return v.add(multipleOf(n)) }
+func (v ValuesOf[T]) MultipleOf(n T) ValuesOf[T] { return v.add(crdschema.MultipleOf(n)) }
 
 // MinLength is the least length, in characters. It fits a string or an
 // int-or-string.
-func (v ValuesOf[T]) MinLength(n int) ValuesOf[T] { return v.add(minLengthOf(n)) }
+func (v ValuesOf[T]) MinLength(n int) ValuesOf[T] { return v.add(crdschema.MinLength(n)) }
 
 // MaxLength is the greatest length, in characters. It fits a string or an
 // int-or-string.
-func (v ValuesOf[T]) MaxLength(n int) ValuesOf[T] { return v.add(maxLengthOf(n)) }
+func (v ValuesOf[T]) MaxLength(n int) ValuesOf[T] { return v.add(crdschema.MaxLength(n)) }
 
 // Pattern is a regular expression each value matches. It fits a string or
 // an int-or-string.
-func (v ValuesOf[T]) Pattern(re *regexp.Regexp) ValuesOf[T] { return v.add(patternOf(re)) }
+func (v ValuesOf[T]) Pattern(re *regexp.Regexp) ValuesOf[T] { return v.add(crdschema.Pattern(re)) }
 
 // Format is the values' format. It fits a string or an int-or-string.
-func (v ValuesOf[T]) Format(f Format) ValuesOf[T] { return v.add(formatOf(f)) }
+func (v ValuesOf[T]) Format(f Format) ValuesOf[T] { return v.add(crdschema.Format(string(f))) }
 
 // MinItems is the least number of items. It fits a slice or an array.
-func (v ValuesOf[T]) MinItems(n int) ValuesOf[T] { return v.add(minItemsOf(n)) }
+func (v ValuesOf[T]) MinItems(n int) ValuesOf[T] { return v.add(crdschema.MinItems(n)) }
 
 // MaxItems is the greatest number of items. It fits a slice or an array.
-func (v ValuesOf[T]) MaxItems(n int) ValuesOf[T] { return v.add(maxItemsOf(n)) }
+func (v ValuesOf[T]) MaxItems(n int) ValuesOf[T] { return v.add(crdschema.MaxItems(n)) }
 
 // MinProperties is the least number of properties. It fits a map or a
 // struct.
-func (v ValuesOf[T]) MinProperties(n int) ValuesOf[T] { return v.add(minPropertiesOf(n)) }
+func (v ValuesOf[T]) MinProperties(n int) ValuesOf[T] { return v.add(crdschema.MinProperties(n)) }
 
 // MaxProperties is the greatest number of properties. It fits a map or a
 // struct.
-func (v ValuesOf[T]) MaxProperties(n int) ValuesOf[T] { return v.add(maxPropertiesOf(n)) }
+func (v ValuesOf[T]) MaxProperties(n int) ValuesOf[T] { return v.add(crdschema.MaxProperties(n)) }
 
 // Validation is a CEL rule each value satisfies, in which self is the
 // value, and the message the API server reports when it is false.
 func (v ValuesOf[T]) Validation(rule, message string) ValuesOf[T] {
-	return v.add(celOf(CEL{Rule: rule, Message: message}))
+	return v.add(crdschema.Validation(crdschema.CEL{Rule: rule, Message: message}))
 }
 
 // XValidation is a CEL rule, with its options, each value satisfies.
-func (v ValuesOf[T]) XValidation(rule CEL) ValuesOf[T] { return v.add(celOf(rule)) }
+func (v ValuesOf[T]) XValidation(rule CEL) ValuesOf[T] {
+	return v.add(crdschema.Validation(crdschema.CEL(rule)))
+}
+
+// ListSet makes a list a set (x-kubernetes-list-type: set), as FieldOf's
+// ListSet does, wherever a named slice type given to ValueRules appears.
+func (v ValuesOf[T]) ListSet() ValuesOf[T] { return v.add(crdschema.ListSet()) }
+
+// ListMap makes a list of structs a map keyed by keys, as FieldOf's
+// ListMap does, wherever a named slice type given to ValueRules appears.
+func (v ValuesOf[T]) ListMap(keys ...string) ValuesOf[T] { return v.add(crdschema.ListMap(keys)) }
+
+// Atomic makes a list, a map or a struct atomic, as FieldOf's Atomic does,
+// wherever a named type given to ValueRules appears.
+func (v ValuesOf[T]) Atomic() ValuesOf[T] { return v.add(crdschema.Atomic()) }
+
+// ItemsOf constrains each item of the lists of type L, as Items does a
+// field's, such as every value of a named slice type given to ValueRules:
+// kube.ValueRules(kube.ItemsOf(kube.Values[Hosts]().ListSet(), kube.Values[string]().Format(kube.FormatHostname))).
+func ItemsOf[E any, L ~[]E](v ValuesOf[L], each ValuesOf[E]) ValuesOf[L] {
+	return v.add(crdschema.Items(each.cs))
+}
 
 // Items constrains each item of the list field f, such as
 // kube.Items(kube.Field(&spec.Hosts), kube.Values[string]().Format(kube.FormatHostname))
 // (controller-gen's +kubebuilder:validation:items:...). An item with a
 // constraint on its value isn't nullable, even if it is a pointer.
 func Items[E any, L ~[]E](f FieldOf[L], each ValuesOf[E]) FieldOf[L] {
-	cs := slices.Clone(each.cs)
-	return f.with("Items", func(p *apiextensionsv1.JSONSchemaProps) error {
-		if err := fits(p, "array", 0); err != nil {
-			return err
-		}
-		it := items(p)
-		if it == nil {
-			return fmt.Errorf("fits a list whose items have a schema")
-		}
-		return applyValues(cs, it)
-	})
+	return f.add(crdschema.Items(each.cs))
 }
 
 // MapValues constrains each value of the map field f, as Items does a
 // list's items.
 func MapValues[K comparable, V any, M ~map[K]V](f FieldOf[M], each ValuesOf[V]) FieldOf[M] {
-	cs := slices.Clone(each.cs)
-	return f.with("MapValues", func(p *apiextensionsv1.JSONSchemaProps) error {
-		if p.Type != "object" || p.AdditionalProperties == nil || p.AdditionalProperties.Schema == nil {
-			return fmt.Errorf("fits a map, not %s", describeType(p))
-		}
-		return applyValues(cs, p.AdditionalProperties.Schema)
-	})
-}
-
-// applyValues applies cs to p, and makes p not nullable if one of them
-// constrains its value.
-func applyValues(cs []constraint, p *apiextensionsv1.JSONSchemaProps) error {
-	var errs []error
-	for _, c := range cs {
-		if err := applyConstraint(c, p); err != nil {
-			errs = append(errs, fmt.Errorf("%s %w", c.name, err))
-		}
-		if c.value {
-			p.Nullable = false
-		}
-	}
-	return joinErrs(errs)
+	return f.add(crdschema.MapValues(each.cs))
 }
 
 // ValueRules constrains every value of type T, wherever T appears: a named
-// type that isn't a struct, such as a type Phase string with an Enum, or a
-// type Port int32 with a Minimum and a Maximum. A field of type T with
+// type that isn't a struct, such as a type Phase string with an Enum, a
+// type Port int32 with a Minimum and a Maximum, or a type Hosts []string
+// that is a set (ListSet) whose items are hostnames (ItemsOf). A field of type T with
 // constraints of its own has both, its own last. A constraint that doesn't
 // fit T is an error from CRD, as is a second TypeRules for T.
 //
@@ -354,15 +194,5 @@ func applyValues(cs []constraint, p *apiextensionsv1.JSONSchemaProps) error {
 // Kubernetes types a spec embeds included, so constraining them is an error
 // from CRD; constrain the field with Field instead, or declare a type.
 func ValueRules[T any](v ValuesOf[T]) TypeRules {
-	t := reflect.TypeFor[T]()
-	r := TypeRules{typ: t, values: slices.Clone(v.cs)}
-	if t.PkgPath() == "" {
-		r.errs = append(r.errs, fmt.Errorf("kube: ValueRules[%s]: %s is not a type of your own, and would constrain every %s field, Kubernetes' own included: declare one (type Phase %s) or constrain the field with kube.Field", t, t, t, t))
-	}
-	return r
-}
-
-// constrainsValue reports whether one of cs constrains the value.
-func constrainsValue(cs []constraint) bool {
-	return slices.ContainsFunc(cs, func(c constraint) bool { return c.value })
+	return TypeRules{crdschema.ValueRules(reflect.TypeFor[T](), v.cs)}
 }

@@ -47,6 +47,12 @@ func TestCRDsAgainstTheAPIServer(t *testing.T) {
 	t.Run("Constraints", func(t *testing.T) { testConstraintsOnServer(t, a) })
 	t.Run("EmbeddedKubernetesTypes", func(t *testing.T) { testEmbeddedKubernetesTypesOnServer(t, a, cfg) })
 	t.Run("Columns", func(t *testing.T) { testColumnsOnServer(t, a) })
+	t.Run("RootRules", func(t *testing.T) { testRootRulesOnServer(t, a) })
+	t.Run("Conditions", func(t *testing.T) { testConditionsOnServer(t, a) })
+	t.Run("ItemsColumn", func(t *testing.T) { testItemsColumnOnServer(t, a) })
+	t.Run("SelectableFields", func(t *testing.T) { testSelectableFieldsOnServer(t, a) })
+	t.Run("EmbeddedObjectMeta", func(t *testing.T) { testEmbeddedObjectMetaOnServer(t, a) })
+	t.Run("NamedListType", func(t *testing.T) { testNamedListTypeOnServer(t, a) })
 }
 
 type apiServer struct {

@@ -97,6 +97,37 @@ func testEmbeddedKubernetesTypesOnServer(t *testing.T, a apiServer, cfg *rest.Co
 		require.NoError(t, err)
 	})
 
+	t.Run("a value the table's enums don't list", func(t *testing.T) {
+		// As controller-gen's, the CRD leaves out the enums of Kubernetes'
+		// own types, so a value a newer release adds isn't refused here:
+		// the Pod's own validation checks it when the Pod is made.
+		got, err := a.create(t, gvr, object("PodTemplated", apiVersion, "newer", map[string]any{
+			"template": map[string]any{"spec": map[string]any{
+				"restartPolicy": "OnFridays",
+				"containers":    []any{map[string]any{"name": "web", "image": "web:1", "imagePullPolicy": "Sometimes"}},
+			}},
+		}))
+		require.NoError(t, err)
+		policy, _, _ := unstructured.NestedString(got.Object, "spec", "template", "spec", "restartPolicy")
+		require.Equal(t, "OnFridays", policy)
+	})
+
+	t.Run("a null where upstream has a default", func(t *testing.T) {
+		// GRPCAction's service has +default="": the API server drops the
+		// null and defaults it, as it stores a Pod's.
+		got, err := a.create(t, gvr, object("PodTemplated", apiVersion, "grpc", map[string]any{
+			"template": map[string]any{"spec": map[string]any{
+				"containers": []any{map[string]any{"name": "web", "image": "web:1",
+					"livenessProbe": map[string]any{"grpc": map[string]any{"port": 8080, "service": nil}}}},
+			}},
+		}))
+		require.NoError(t, err)
+		containers, _, _ := unstructured.NestedSlice(got.Object, "spec", "template", "spec", "containers")
+		grpc := containers[0].(map[string]any)["livenessProbe"].(map[string]any)["grpc"].(map[string]any)
+		require.Contains(t, grpc, "service")
+		require.Equal(t, "", grpc["service"], "service: null is defaulted to \"\", not stored as null")
+	})
+
 	t.Run("the same list and map types as the API server's", func(t *testing.T) {
 		docs, err := upstream.Fetch(t.Context(), cfg)
 		require.NoError(t, err)

@@ -1,4 +1,4 @@
-package kube
+package crdschema
 
 import (
 	"cmp"
@@ -36,7 +36,7 @@ var (
 // a Resource's Rules. It collects every mistake it finds, rather than
 // stopping at the first.
 type reflector struct {
-	rules    map[reflect.Type]*TypeRules
+	rules    map[reflect.Type]*Rules
 	used     map[reflect.Type]bool
 	visiting map[reflect.Type]bool
 	reported map[string]bool
@@ -45,27 +45,29 @@ type reflector struct {
 
 	// omitUpstreamDescriptions is Resource.OmitUpstreamDescriptions.
 	omitUpstreamDescriptions bool
+	// embeddedObjectMeta is Resource.EmbeddedObjectMeta.
+	embeddedObjectMeta bool
 }
 
-func newReflector(rules []TypeRules) *reflector {
+func newReflector(rules []Rules) *reflector {
 	b := &reflector{
-		rules:    make(map[reflect.Type]*TypeRules, len(rules)),
+		rules:    make(map[reflect.Type]*Rules, len(rules)),
 		used:     make(map[reflect.Type]bool, len(rules)),
 		visiting: make(map[reflect.Type]bool),
 		reported: make(map[string]bool),
 	}
 	for i := range rules {
 		r := &rules[i]
-		b.errs = append(b.errs, r.errs...)
-		if r.typ == nil {
+		b.errs = append(b.errs, r.Errs...)
+		if r.Type == nil {
 			b.errs = append(b.errs, fmt.Errorf("kube: Rules[%d] is a zero TypeRules, which names no type: make it with Rules or Schema", i))
 			continue
 		}
-		if _, ok := b.rules[r.typ]; ok {
-			b.errs = append(b.errs, fmt.Errorf("kube: two Rules for %s: a type has one Rules, or one Schema", r.typ))
+		if _, ok := b.rules[r.Type]; ok {
+			b.errs = append(b.errs, fmt.Errorf("kube: two Rules for %s: a type has one Rules, or one Schema", r.Type))
 			continue
 		}
-		b.rules[r.typ] = r
+		b.rules[r.Type] = r
 	}
 	return b
 }
@@ -94,13 +96,13 @@ func (b *reflector) finish() error {
 			b.errs = append(b.errs, fmt.Errorf("kube: Rules for %s: %s appears nowhere in Spec or Status", t, t))
 			continue
 		}
-		if len(r.fields) == 0 || t.Kind() != reflect.Struct {
+		if len(r.Fields) == 0 || t.Kind() != reflect.Struct {
 			continue
 		}
 		fields, _ := jsonFields(t)
-		for _, f := range r.fields {
-			if !slices.ContainsFunc(fields, func(jf jsonField) bool { return slices.Equal(jf.index, f.index) }) {
-				b.errs = append(b.errs, fmt.Errorf("kube: Rules for %s: field %s isn't encoded (it is unexported, tagged json:\"-\", or hidden by another field of its name), so it has no schema to constrain", t, goFieldName(t, f.index)))
+		for _, f := range r.Fields {
+			if !slices.ContainsFunc(fields, func(jf jsonField) bool { return slices.Equal(jf.index, f.Index) }) {
+				b.errs = append(b.errs, fmt.Errorf("kube: Rules for %s: field %s isn't encoded (it is unexported, tagged json:\"-\", or hidden by another field of its name), so it has no schema to constrain", t, goFieldName(t, f.Index)))
 			}
 		}
 	}
@@ -114,22 +116,22 @@ func (b *reflector) schema(t reflect.Type, path string) apiextensionsv1.JSONSche
 		b.used[t] = true
 	}
 	var s apiextensionsv1.JSONSchemaProps
-	if r != nil && r.schema != nil {
-		s = *r.schema.DeepCopy()
+	if r != nil && r.Schema != nil {
+		s = *r.Schema.DeepCopy()
 	} else {
 		s = b.reflect(t, path)
 	}
 	if r != nil {
-		if r.description != nil {
-			s.Description = *r.description
+		if r.Description != nil {
+			s.Description = *r.Description
 		}
-		s.XValidations = append(s.XValidations, r.validations...)
-		for i, c := range r.values {
+		s.XValidations = append(s.XValidations, r.Validations...)
+		for i, c := range r.Values {
 			if err := applyConstraint(c, &s); err != nil {
-				b.report(fmt.Sprintf("values %s %d", t, i), fmt.Errorf("kube: %s: ValueRules for %s: %s %w", path, t, c.name, err))
+				b.report(fmt.Sprintf("values %s %d", t, i), fmt.Errorf("kube: %s: ValueRules for %s: %s %w", path, t, c.Name, err))
 			}
 		}
-		if len(r.values) > 0 {
+		if len(r.Values) > 0 {
 			for _, err := range consistent(&s) {
 				b.report("consistent "+t.String()+err.Error(), fmt.Errorf("kube: %s: ValueRules for %s: %w", path, t, err))
 			}
@@ -141,7 +143,7 @@ func (b *reflector) schema(t reflect.Type, path string) apiextensionsv1.JSONSche
 // constrained reports whether t's ValueRules constrain its values.
 func (b *reflector) constrained(t reflect.Type) bool {
 	r := b.rules[t]
-	return r != nil && constrainsValue(r.values)
+	return r != nil && ConstrainsValue(r.Values)
 }
 
 // quantityPattern is the pattern of resource.Quantity's string form, as the
@@ -172,6 +174,9 @@ func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSch
 	case rawType:
 		return apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}
 	case objectMetaType:
+		if b.embeddedObjectMeta {
+			return b.embeddedMeta()
+		}
 		// Not the spec's bare type: object, whose properties the API server
 		// prunes, or rejects under fieldValidation=Strict: a template's
 		// labels would be lost.
@@ -239,6 +244,30 @@ func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSch
 		b.report("kind "+t.String(), fmt.Errorf("kube: %s: %s is a %s, which encoding/json can't encode", path, t, t.Kind()))
 	}
 	return apiextensionsv1.JSONSchemaProps{Type: "object"}
+}
+
+// embeddedMeta is the schema of a metav1.ObjectMeta below the root with
+// Resource.EmbeddedObjectMeta, as controller-gen's
+// crd:generateEmbeddedObjectMeta makes it: its name, namespace, labels,
+// annotations and finalizers, described as the API server describes them,
+// and no other field, which the API server prunes.
+func (b *reflector) embeddedMeta() apiextensionsv1.JSONSchemaProps {
+	str := apiextensionsv1.JSONSchemaProps{Type: "string"}
+	strs := func(s apiextensionsv1.JSONSchemaProps) *apiextensionsv1.JSONSchemaProps { return &s }
+	props := map[string]apiextensionsv1.JSONSchemaProps{
+		"name":        str,
+		"namespace":   str,
+		"labels":      {Type: "object", AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: strs(str)}},
+		"annotations": {Type: "object", AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: strs(str)}},
+		"finalizers":  {Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: strs(str)}},
+	}
+	if u := b.upstreamType(objectMetaType); u != nil && !b.omitUpstreamDescriptions {
+		for name, p := range props {
+			p.Description = u.Properties[name].Description
+			props[name] = p
+		}
+	}
+	return apiextensionsv1.JSONSchemaProps{Type: "object", Properties: props}
 }
 
 // jsonKey reports whether encoding/json encodes a map key of type t: a
@@ -309,7 +338,7 @@ func zeroIsNull(t reflect.Type) bool {
 // writes null for a zero value. A type given its schema with Schema is the
 // user's to mark nullable.
 func (b *reflector) mayBeNil(t reflect.Type) bool {
-	if r := b.rules[t]; r != nil && r.schema != nil {
+	if r := b.rules[t]; r != nil && r.Schema != nil {
 		return false
 	}
 	if zeroIsNull(t) {
@@ -376,7 +405,7 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 	for _, e := range inlined {
 		if r := b.rules[e]; r != nil {
 			b.used[e] = true
-			s.XValidations = append(s.XValidations, r.validations...)
+			s.XValidations = append(s.XValidations, r.Validations...)
 		}
 	}
 	return s
@@ -386,7 +415,7 @@ func (b *reflector) object(t reflect.Type, path string) apiextensionsv1.JSONSche
 type ruleAt struct {
 	owner reflect.Type
 	k     int
-	fr    fieldRule
+	fr    Field
 }
 
 // fieldRules returns the rules of field f of struct t: those of each struct
@@ -405,10 +434,10 @@ func (b *reflector) fieldRules(t reflect.Type, f jsonField) (frs []ruleAt, decla
 	}
 	for i := len(f.index) - 1; i >= 0; i-- {
 		if r := b.rules[owner[i]]; r != nil {
-			for k, fr := range r.fields {
-				if slices.Equal(fr.index, f.index[i:]) {
+			for k, fr := range r.Fields {
+				if slices.Equal(fr.Index, f.index[i:]) {
 					frs = append(frs, ruleAt{owner[i], k, fr})
-					preserve = preserve || fr.preserve
+					preserve = preserve || fr.Preserve
 				}
 			}
 		}
@@ -441,37 +470,46 @@ func (b *reflector) field(t reflect.Type, f jsonField, fpath string) (apiextensi
 	// A field of Kubernetes' own types has what the API server's schema
 	// says of it, and is required as it says, and then isn't nullable,
 	// so that a null doesn't pass for a field the API server requires.
-	upRequired, up := b.upstreamField(t, declaring, f.name, &p)
+	upRequired, upDefaulted, up := b.upstreamField(t, declaring, f.name, &p)
 	if up {
 		required = upRequired
+	}
+	// The validation markers of Kubernetes' own Go source, such as
+	// metav1.Condition's, constrain the value, as controller-gen's do.
+	marked := false
+	if mark := sourceMarkers(declaring, f.name); mark != nil {
+		mark(&p)
+		marked = true
 	}
 	if len(frs) > 1 {
 		b.conflicts(fpath, p, frs)
 	}
-	defaulted, nullable := false, false
+	// An upstream +default, as a user's Default, makes the field not
+	// nullable: the API server defaults a missing field, not a null.
+	defaulted, nullable := upDefaulted, false
 	var requiredBy, nullableBy string // the rules that say Required and Nullable, as "Rules for T: T.F"
-	constrained := b.constrained(ft) || upRequired
+	constrained := b.constrained(ft) || upRequired || marked
 	for _, ra := range frs {
 		fr := ra.fr
-		if fr.defaulted {
+		if fr.Defaulted {
 			required = false
 			defaulted = true
 		}
-		if fr.required != nil {
-			required = *fr.required
+		if fr.Required != nil {
+			required = *fr.Required
 			constrained = constrained || required
 			if required {
-				requiredBy = fmt.Sprintf("Rules for %s: %s", ra.owner, goFieldName(ra.owner, fr.index))
+				requiredBy = fmt.Sprintf("Rules for %s: %s", ra.owner, goFieldName(ra.owner, fr.Index))
 			}
 		}
-		nullable = nullable || fr.nullable
-		if fr.nullable {
-			nullableBy = fmt.Sprintf("Rules for %s: %s", ra.owner, goFieldName(ra.owner, fr.index))
+		nullable = nullable || fr.Nullable
+		if fr.Nullable {
+			nullableBy = fmt.Sprintf("Rules for %s: %s", ra.owner, goFieldName(ra.owner, fr.Index))
 		}
-		constrained = constrained || constrainsValue(fr.constraints)
-		for n, c := range fr.constraints {
+		constrained = constrained || ConstrainsValue(fr.Constraints)
+		for n, c := range fr.Constraints {
 			if err := applyConstraint(c, &p); err != nil {
-				b.report(fmt.Sprintf("rule %s %d %d", ra.owner, ra.k, n), fmt.Errorf("kube: %s: Rules for %s: %s: %s %w", fpath, ra.owner, goFieldName(ra.owner, fr.index), c.name, err))
+				b.report(fmt.Sprintf("rule %s %d %d", ra.owner, ra.k, n), fmt.Errorf("kube: %s: Rules for %s: %s: %s %w", fpath, ra.owner, goFieldName(ra.owner, fr.Index), c.Name, err))
 			}
 		}
 	}
@@ -558,13 +596,13 @@ func quoteValues(p *apiextensionsv1.JSONSchemaProps) {
 
 // applyConstraint applies c to p, and turns a panic, such as one from a
 // value's MarshalJSON, into an error.
-func applyConstraint(c constraint, p *apiextensionsv1.JSONSchemaProps) (err error) {
+func applyConstraint(c Constraint, p *apiextensionsv1.JSONSchemaProps) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("panicked: %v", r)
 		}
 	}()
-	return c.apply(p)
+	return c.Apply(p)
 }
 
 // jsonField is a field as encoding/json encodes it.

@@ -1,4 +1,4 @@
-package kube
+package crdschema
 
 import (
 	"bytes"
@@ -20,16 +20,16 @@ import (
 // from k8s.io/kube-openapi's strfmt registry. A format the API server
 // doesn't know is stripped from the schema it validates with, and checks
 // nothing. The API server compares them without dashes (date-time is
-// datetime).
-var knownFormats = []Format{
-	FormatBSONObjectID, FormatURI, FormatEmail, FormatHostname, FormatIPv4, FormatIPv6, FormatCIDR, FormatMAC,
-	FormatUUID, FormatUUID3, FormatUUID4, FormatUUID5, FormatISBN, FormatISBN10, FormatISBN13, FormatCreditCard,
-	FormatSSN, FormatHexColor, FormatRGBColor, FormatByte, FormatPassword, FormatDate, FormatDuration, FormatDateTime,
-	FormatK8sShortName, FormatK8sLongName,
+// datetime). kube's Format constants are these.
+var knownFormats = []string{
+	"bsonobjectid", "uri", "email", "hostname", "ipv4", "ipv6", "cidr", "mac",
+	"uuid", "uuid3", "uuid4", "uuid5", "isbn", "isbn10", "isbn13", "creditcard",
+	"ssn", "hexcolor", "rgbcolor", "byte", "password", "date", "duration", "date-time",
+	"k8s-short-name", "k8s-long-name",
 }
 
 // checkFormat is nil if the API server checks format f.
-func checkFormat(f Format) error {
+func checkFormat(f string) error {
 	if slices.Contains(knownFormats, f) || f == "datetime" {
 		return nil
 	}
@@ -229,7 +229,7 @@ func joinWords(ws []string) string {
 func (b *reflector) conflicts(fpath string, base apiextensionsv1.JSONSchemaProps, rules []ruleAt) {
 	type applied struct {
 		owner reflect.Type
-		fr    fieldRule
+		fr    Field
 		set   map[string]any
 	}
 	baseKeys := keywords(&base)
@@ -237,7 +237,7 @@ func (b *reflector) conflicts(fpath string, base apiextensionsv1.JSONSchemaProps
 	for _, ra := range rules {
 		owner, fr := ra.owner, ra.fr
 		p := *base.DeepCopy()
-		for _, c := range fr.constraints {
+		for _, c := range fr.Constraints {
 			_ = applyConstraint(c, &p) // its errors are reported where it is applied
 		}
 		set := map[string]any{}
@@ -260,11 +260,11 @@ func (b *reflector) conflicts(fpath string, base apiextensionsv1.JSONSchemaProps
 					diff = append(diff, fmt.Sprintf("%s %s and %s", k, show(a.set[k]), show(v)))
 				}
 			}
-			if a.fr.required != nil && c.fr.required != nil && *a.fr.required != *c.fr.required {
+			if a.fr.Required != nil && c.fr.Required != nil && *a.fr.Required != *c.fr.Required {
 				diff = append(diff, "Required and Optional")
 			}
 			if len(diff) > 0 {
-				b.report(fmt.Sprintf("conflict %s %d %d", fpath, i, j), fmt.Errorf("kube: %s: Rules for %s: two Field rules for %s conflict, setting %s: give the field one rule with the constraint you mean", fpath, a.owner, goFieldName(a.owner, a.fr.index), joinWords(diff)))
+				b.report(fmt.Sprintf("conflict %s %d %d", fpath, i, j), fmt.Errorf("kube: %s: Rules for %s: two Field rules for %s conflict, setting %s: give the field one rule with the constraint you mean", fpath, a.owner, goFieldName(a.owner, a.fr.Index), joinWords(diff)))
 			}
 		}
 	}

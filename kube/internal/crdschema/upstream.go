@@ -1,12 +1,8 @@
-package kube
-
-// upstreamgen starts the local control plane, so it lives in the module of
-// kube's tests against it (internal/controlplanetests), which kube's own
-// go.mod needn't require.
-//go:generate go -C internal/controlplanetests run ./cmd/upstreamgen -o ../upstream/types.json.gz
+package crdschema
 
 import (
 	"reflect"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -66,14 +62,14 @@ func (b *reflector) upstreamObject(t reflect.Type, s *apiextensionsv1.JSONSchema
 // upstreamField gives p, the schema of the field named name of struct type
 // t, what the API server's own schema has for it, when t is one of
 // Kubernetes' types, or else when owner, the struct embedded in t that the
-// field is promoted from, is: its description, format, enum, +default value,
-// list type and list-map keys, and map type. t comes first, as a type that
+// field is promoted from, is: its description, format, +default value,
+// list type and list-map keys, and map type, but not its enum. t comes first, as a type that
 // inlines another (EphemeralContainer inlines EphemeralContainerCommon) is
 // described with the fields it inlines; owner is for a user's type that
 // embeds one of Kubernetes' (a metav1.Condition). ok reports whether it
 // did; required is then whether the API server requires the field,
-// whatever its json tag says.
-func (b *reflector) upstreamField(t, owner reflect.Type, name string, p *apiextensionsv1.JSONSchemaProps) (required, ok bool) {
+// whatever its json tag says, and defaulted whether it has a default.
+func (b *reflector) upstreamField(t, owner reflect.Type, name string, p *apiextensionsv1.JSONSchemaProps) (required, defaulted, ok bool) {
 	var u *upstream.Type
 	var up upstream.Property
 	for _, typ := range []reflect.Type{t, owner} {
@@ -85,7 +81,7 @@ func (b *reflector) upstreamField(t, owner reflect.Type, name string, p *apiexte
 		}
 	}
 	if !ok {
-		return false, false
+		return false, false, false
 	}
 	if up.Description != "" && !b.omitUpstreamDescriptions {
 		p.Description = up.Description
@@ -93,14 +89,14 @@ func (b *reflector) upstreamField(t, owner reflect.Type, name string, p *apiexte
 	if up.Format != "" && (p.Type == "string" || p.Type == "integer" || p.Type == "number") {
 		p.Format = up.Format
 	}
-	if len(up.Enum) > 0 {
-		p.Enum = make([]apiextensionsv1.JSON, len(up.Enum))
-		for i, v := range up.Enum {
-			p.Enum[i] = apiextensionsv1.JSON{Raw: append([]byte(nil), v...)}
-		}
-	}
+	// The table's enums (of +enum types, such as a Pod's restartPolicy)
+	// are left out, as controller-gen leaves them out: a CRD made against
+	// one release's list would refuse a value a newer cluster's Pods
+	// accept, a break on upgrade, while the Pod's own validation checks
+	// the value anyway when the Pod is made.
 	if len(up.Default) > 0 {
 		p.Default = &apiextensionsv1.JSON{Raw: append([]byte(nil), up.Default...)}
+		defaulted = true
 	}
 	if up.ListType != "" {
 		p.XListType = ptrTo(up.ListType)
@@ -111,12 +107,7 @@ func (b *reflector) upstreamField(t, owner reflect.Type, name string, p *apiexte
 	if up.MapType != "" {
 		p.XMapType = ptrTo(up.MapType)
 	}
-	for _, r := range u.Required {
-		if r == name {
-			return true, true
-		}
-	}
-	return false, true
+	return slices.Contains(u.Required, name), defaulted, true
 }
 
 // rootDescriptions are the descriptions of a custom resource's apiVersion
