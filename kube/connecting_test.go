@@ -733,7 +733,7 @@ func TestNilTelemetryRecordsNothingAndNeedsNoGlobals(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.IsType(t, ownedWritesTransport{}, client.transport.RoundTripper, "no-op providers: no otelhttp")
-	require.IsType(t, &http.Transport{}, client.transport.RoundTripper.(ownedWritesTransport).next)
+	require.IsType(t, &congestion{}, client.transport.RoundTripper.(ownedWritesTransport).next)
 }
 
 func TestAClientAsksForGzipOnlyWithCompression(t *testing.T) {
