@@ -412,4 +412,3 @@ func (c *saCreds) deleteClusterRoleBinding(t *testing.T) *rbacv1.ClusterRoleBind
 	require.NoError(t, crbs.Delete(t.Context(), crb.Name, metav1.DeleteOptions{}))
 	return &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: crb.Name}, RoleRef: crb.RoleRef, Subjects: crb.Subjects}
 }
-
