@@ -101,7 +101,7 @@ func TestTheAPIServersDefences(t *testing.T) {
 		memcacheds := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns)
 		for i := 0; time.Since(deleted) < 25*time.Second; i++ {
 			for _, n := range busy {
-				_, err := memcacheds.Patch(t.Context(), n, types.MergePatchType, fmt.Appendf(nil, `{"spec":{"size":%d}}`, 2+i%3), metav1.PatchOptions{FieldManager: "test"})
+				_, err := memcacheds.Patch(t.Context(), n, types.MergePatchType, fmt.Appendf(nil, `{"spec":{"size":%d}}`, 1+(i+1)%3), metav1.PatchOptions{FieldManager: "test"})
 				require.NoError(t, err)
 			}
 			time.Sleep(time.Second)
