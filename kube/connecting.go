@@ -38,7 +38,15 @@ type Connection struct {
 	// calls it at most once a minute, as client-go re-reads a
 	// BearerTokenFile every minute (its NewCachedFileTokenSource), and keeps
 	// its last token while a call fails, so a token the kubelet rotates is
-	// picked up within a minute. Surrounding white space, such as a token
+	// picked up within a minute. A 401 Unauthorized answer to a request
+	// that carried the last token, as when that token is revoked (its
+	// ServiceAccount, or the pod or Secret it is bound to, deleted), makes
+	// the next request call Token again at once, but no sooner than 5s
+	// after the last call, so a token that stays rejected costs one call
+	// every 5s: a token Token already returns anew replaces a revoked one
+	// within seconds, not a minute (client-go's token source resets on a
+	// 401 too). The last token is still sent while such a call fails.
+	// Surrounding white space, such as a token
 	// file's final newline, is trimmed. A call that fails, panics, or
 	// returns "" or a token with a space or a control character inside,
 	// before any call has succeeded, fails the request with an error naming

@@ -23,6 +23,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -38,8 +39,17 @@ type fakeAPIServer struct {
 	*httptest.Server
 	roots *x509.CertPool
 
-	mu   sync.Mutex
-	reqs []arrivedRequest
+	mu       sync.Mutex
+	reqs     []arrivedRequest
+	rejected string // a bearer token answered 401 Unauthorized, as a revoked one is
+}
+
+// reject makes the server answer 401 to every request carrying the bearer
+// token token, as the API server answers a revoked one.
+func (s *fakeAPIServer) reject(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.rejected = token
 }
 
 // arrivedRequest is what the server saw of one request.
@@ -77,10 +87,14 @@ func (s *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.reqs = append(s.reqs, a)
+	rejected := s.rejected != "" && a.Authorization == "Bearer "+s.rejected
 	s.mu.Unlock()
 
 	w.Header().Set("Content-Type", "application/json")
 	switch {
+	case rejected:
+		w.WriteHeader(http.StatusUnauthorized)
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`)
 	case r.URL.Query().Get("watch") == "true":
 		fmt.Fprintln(w, `{"type":"ADDED","object":{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"watched","resourceVersion":"2"}}}`)
 		w.(http.Flusher).Flush()
@@ -320,6 +334,58 @@ func TestTokenIsCalledAtMostOnceAMinute(t *testing.T) {
 	require.Equal(t, "Bearer first", got[20].Authorization)
 	require.Equal(t, "Bearer second", got[21].Authorization)
 	require.Equal(t, "Bearer second", got[22].Authorization)
+}
+
+func TestA401CallsTokenAgainAtOnceButAtMostOnceEvery5s(t *testing.T) {
+	ts := newCountingToken("revoked")
+	f := newClientFixture(t, Connection{Token: ts.Token})
+	require.NoError(t, f.list(t))
+	require.EqualValues(t, 1, ts.calls.Load())
+
+	// The token is revoked while Token already returns a new one.
+	f.server.reject("revoked")
+	ts.set(func() (string, error) { return "fresh", nil })
+	f.clock.Advance(tokenRejectedPeriod)
+	err := f.list(t)
+	require.Error(t, err)
+	require.True(t, apierrors.IsUnauthorized(err), "%v", err)
+	require.NoError(t, f.list(t), "the request after a 401 carries a new token")
+	require.EqualValues(t, 2, ts.calls.Load())
+	got := f.server.arrived()
+	require.Equal(t, "Bearer revoked", got[1].Authorization)
+	require.Equal(t, "Bearer fresh", got[2].Authorization)
+
+	// A token that stays rejected: one call per tokenRejectedPeriod after
+	// the last, whatever the number of 401s.
+	f.server.reject("fresh")
+	for range 5 {
+		require.Error(t, f.list(t))
+	}
+	require.EqualValues(t, 2, ts.calls.Load(), "a call less than 5s after the last")
+	f.clock.Advance(tokenRejectedPeriod)
+	for range 5 {
+		require.Error(t, f.list(t))
+	}
+	require.EqualValues(t, 3, ts.calls.Load())
+
+	// While Token fails after a 401, the last token is still sent.
+	ts.set(func() (string, error) { return "", errors.New("token file unreadable") })
+	f.clock.Advance(tokenRejectedPeriod)
+	require.Error(t, f.list(t))
+	require.EqualValues(t, 4, ts.calls.Load())
+	require.Equal(t, "Bearer fresh", f.server.arrived()[len(f.server.arrived())-1].Authorization)
+
+	// A 401 to a token already replaced, as one in flight across a
+	// refresh, makes no call due.
+	f.server.reject("")
+	ts.set(func() (string, error) { return "third", nil })
+	f.clock.Advance(tokenPeriod)
+	require.NoError(t, f.list(t))
+	require.EqualValues(t, 5, ts.calls.Load())
+	f.clock.Advance(tokenRejectedPeriod)
+	f.client.transport.tokens.rejected("fresh")
+	require.NoError(t, f.list(t))
+	require.EqualValues(t, 5, ts.calls.Load())
 }
 
 func TestConcurrentFirstRequestsCallTokenOnce(t *testing.T) {
@@ -667,7 +733,7 @@ func TestNilTelemetryRecordsNothingAndNeedsNoGlobals(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.IsType(t, ownedWritesTransport{}, client.transport.RoundTripper, "no-op providers: no otelhttp")
-	require.IsType(t, &http.Transport{}, client.transport.RoundTripper.(ownedWritesTransport).next)
+	require.IsType(t, &congestion{}, client.transport.RoundTripper.(ownedWritesTransport).next)
 }
 
 func TestAClientAsksForGzipOnlyWithCompression(t *testing.T) {

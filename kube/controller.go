@@ -96,6 +96,10 @@ type Controller struct {
 	// typed is the part of a reconcile that knows the object's Go type
 	// (reconcile.go).
 	typed typedReconciler
+	// outage tells the API server refusing every reconcile alike from an
+	// object failing on its own (outage.go); newQueue sets it, before any
+	// worker starts.
+	outage *outage
 
 	clients clients
 	tel     *telemetry

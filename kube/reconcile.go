@@ -60,7 +60,10 @@ func (c *Controller) reconcile(ctx context.Context, queue workqueue.TypedRateLim
 // settle records the reconcile's outcome and settles key in the queue: a
 // recovered panic is recorded and not retried, an error is retried with
 // backoff, and a success forgets key's backoff and queues it again after
-// after, if after is positive.
+// after, if after is positive. Both go through the outage, which holds
+// rather than backs off a key that failed as every key does while the API
+// server refuses the controller, and queues each again at once once a
+// reconcile succeeds after it (outage.go).
 func (c *Controller) settle(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], lister cache.Indexer, key string, rec *reconcileRecord, after time.Duration, err error) {
 	var panicked *panicError
 	switch {
@@ -71,10 +74,17 @@ func (c *Controller) settle(ctx context.Context, queue workqueue.TypedRateLimiti
 	case err != nil:
 		rec.failed(ctx, err)
 		c.recordFailure(lister, key, err, false)
-		queue.AddRateLimited(key)
+		if c.outage != nil {
+			c.outage.failed(key, err)
+		} else {
+			queue.AddRateLimited(key)
+		}
 	default:
 		rec.succeeded()
 		queue.Forget(key)
+		if c.outage != nil {
+			c.outage.succeeded()
+		}
 		if after > 0 {
 			queue.AddAfter(key, after)
 		}

@@ -297,11 +297,12 @@ func (c *Controller) rateLimiter() workqueue.TypedRateLimiter[string] {
 }
 
 // newQueue returns the controller's work queue, named Settings.Name, with
-// rateLimiter's backoff, the controller's instruments, and its delaying
+// rateLimiter's backoff and the outage that queues again the keys an
+// outage backed off (outage.go), the controller's instruments, and its delaying
 // queue's records (a recovered panic) on client-go's logger, not on klog's
 // global one, which writes to the real stderr.
 func (c *Controller) newQueue() workqueue.TypedRateLimitingInterface[string] {
-	return workqueue.NewTypedRateLimitingQueueWithConfig(c.rateLimiter(),
+	q := workqueue.NewTypedRateLimitingQueueWithConfig(c.rateLimiter(),
 		workqueue.TypedRateLimitingQueueConfig[string]{
 			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
 				Logger:          &c.tel.klog,
@@ -309,6 +310,8 @@ func (c *Controller) newQueue() workqueue.TypedRateLimitingInterface[string] {
 				MetricsProvider: metricsProvider{c.tel.inst},
 			}),
 		})
+	c.outage = newOutage(q, c.settings.RetryMaxDelay)
+	return q
 }
 
 // begin marks the controller serving, and returns Serve's context, which

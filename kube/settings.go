@@ -66,7 +66,12 @@ type Settings struct {
 	// Both positive, RetryMaxDelay at least RetryBaseDelay; default 5ms and
 	// 1000s, the per-object backoff of client-go's
 	// DefaultTypedControllerRateLimiter. All retries together are also
-	// limited to 10 a second, bursting to 100, as that limiter does.
+	// limited to 10 a second, bursting to 100, as that limiter does. An
+	// outage of the API server (every reconcile failing alike, 401, 403,
+	// 429, 5xx or a timeout, with none succeeding for a second) backs no
+	// object off: its objects are queued again as soon as a reconcile
+	// succeeds, and one of them at a time is retried meanwhile, every 15s
+	// at most (or RetryMaxDelay, if shorter).
 	RetryBaseDelay time.Duration
 	RetryMaxDelay  time.Duration
 

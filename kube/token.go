@@ -21,8 +21,21 @@ import (
 // is always still valid.
 const tokenPeriod = time.Minute
 
+// tokenRejectedPeriod is how soon after its last call the transport calls
+// Connection.Token again once the API server answers 401 Unauthorized to
+// a request that carried the last token: a token revoked before it
+// expires (its ServiceAccount, or the pod or Secret it is bound to,
+// deleted) is replaced at once rather than up to tokenPeriod later, as
+// client-go's cachingTokenSource resets on a 401 (transport/token_source.go,
+// ResettableTokenSource), but a token that stays rejected makes no more
+// than one call every tokenRejectedPeriod.
+const tokenRejectedPeriod = 5 * time.Second
+
 // tokenSource calls a Connection's Token at most once every tokenPeriod,
-// and keeps the last token it returned while a later call fails.
+// and keeps the last token it returned while a later call fails. A 401
+// answer to a request that carried the last token makes the next request
+// call Token again, no sooner than tokenRejectedPeriod after the last call
+// (rejected).
 //
 // Until a call has succeeded, every request calls Token, since there is no
 // token to keep, and a failure fails the request. Once one has, Token is
@@ -45,6 +58,7 @@ type tokenSource struct {
 	mu    sync.Mutex
 	token string    // the last token fn returned; "" before the first
 	next  time.Time // when fn is due again
+	last  time.Time // when the last call of fn returned
 }
 
 func newTokenSource(fn func(ctx context.Context) (string, error), logger otellog.Logger) *tokenSource {
@@ -124,6 +138,7 @@ func (s *tokenSource) Token(ctx context.Context) (string, error) {
 func (s *tokenSource) record(ctx context.Context, fresh string, err error) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.last = s.now()
 	if err == nil {
 		s.token, s.next = fresh, s.now().Add(tokenPeriod)
 		return fresh, nil
@@ -134,6 +149,25 @@ func (s *tokenSource) record(ctx context.Context, fresh string, err error) (stri
 	s.next = s.now().Add(tokenPeriod)
 	s.warn(ctx, err)
 	return s.token, nil
+}
+
+// rejected records that the API server answered 401 Unauthorized to a
+// request that carried token: if it is still the last token, Token is due
+// again at once, or tokenRejectedPeriod after the last call if that is
+// later. The last token is still sent until a call returns a new one.
+func (s *tokenSource) rejected(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if token != s.token {
+		return // already replaced, or never kept
+	}
+	due := s.last.Add(tokenRejectedPeriod)
+	if now := s.now(); due.Before(now) {
+		due = now
+	}
+	if due.Before(s.next) {
+		s.next = due
+	}
 }
 
 // callToken calls Connection.Token, trimming the token's surrounding white
@@ -177,6 +211,9 @@ func (s *tokenSource) warn(ctx context.Context, err error) {
 // bearer is the RoundTripper that adds the token to every request, as
 // client-go's bearerAuthRoundTripper does (transport/round_trippers.go): a
 // request that already carries an Authorization header is left as it is.
+// A 401 answer to a request it added the token to makes the token source
+// call Connection.Token again (tokenSource.rejected), as client-go's does
+// with a ResettableTokenSource.
 type bearer struct {
 	tokens *tokenSource
 	next   http.RoundTripper
@@ -201,5 +238,9 @@ func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 		r2.Header[k] = v
 	}
 	r2.Header.Set("Authorization", "Bearer "+token)
-	return b.next.RoundTrip(r2)
+	resp, err := b.next.RoundTrip(r2)
+	if err == nil && resp.StatusCode == http.StatusUnauthorized {
+		b.tokens.rejected(token)
+	}
+	return resp, err
 }

@@ -48,6 +48,8 @@ const (
 //     otelhttp's client instruments for every request but a watch and a
 //     background Lease, Event or review request (background.go);
 //   - the bearer token from Connection.Token (token.go);
+//   - a congestion window that adapts to the API server's 429 answers,
+//     which the Lease's requests and watches skip (throttle.go);
 //   - a net/http Transport that dials s.Host.Dial, runs TLS with a clone of
 //     Connection.TLS whose ServerName defaults to Server's host, has no
 //     proxy, asks for gzip only with Connection.Compression, and speaks
@@ -109,10 +111,10 @@ func newTransport(s *humus.Setup, c Connection) (*transport, error) {
 
 	t := &transport{base: base, h2: h2}
 	tel := s.Telemetry.WithNoops()
-	var next http.RoundTripper = base
+	var next http.RoundTripper = newCongestion(base)
 	if c.Token != nil {
 		t.tokens = newTokenSource(c.Token, tel.LoggerProvider.Logger(instrumentationScope))
-		next = &bearer{tokens: t.tokens, next: base}
+		next = &bearer{tokens: t.tokens, next: next}
 	}
 	next = ownedWritesTransport{next: next}
 	// With no-op providers and a propagator of no fields, otelhttp would

@@ -55,6 +55,7 @@ func TestDeployFilesBuildAndApply(t *testing.T) {
 			"ClusterRole memcached-controller-metrics-auth",
 			"ClusterRoleBinding memcached-controller-metrics-auth",
 			"ClusterRole memcached-controller-metrics-reader",
+			"FlowSchema memcached-controller-leader-election",
 			"Deployment memcached-controller",
 			"Service memcached-controller-metrics",
 		}},

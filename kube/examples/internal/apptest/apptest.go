@@ -128,6 +128,7 @@ var resources = map[schema.GroupKind]string{
 	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}: "clusterrolebindings",
 	{Group: "rbac.authorization.k8s.io", Kind: "Role"}:               "roles",
 	{Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"}:        "rolebindings",
+	{Group: "flowcontrol.apiserver.k8s.io", Kind: "FlowSchema"}:      "flowschemas",
 }
 
 // CRDGVR is the resource of CustomResourceDefinitions.

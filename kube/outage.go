@@ -1,0 +1,138 @@
+package kube
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/util/workqueue"
+)
+
+// A failed reconcile raises its object's backoff, from RetryBaseDelay
+// doubling to RetryMaxDelay, as the spec has it. But when the API server
+// refuses every request alike for a while, say the controller's
+// ClusterRoleBinding deleted for 40s, an object that changes every second
+// is reconciled on each change and fails each time, and its backoff
+// climbs to RetryMaxDelay (1,000s by default): it waited that long after
+// the API server came back, while an annotation on it fixed it in under a
+// second (issue 24). The failures were the API server's, not the object's.
+//
+// So the controller tells an outage from an object failing on its own: an
+// outage is failures the API server answers alike for every object (401,
+// 403, 429, a 5xx, a timeout, or no answer at all: commonFailure) with no
+// reconcile succeeding for outageAfter. A key that fails so in an outage
+// isn't backed off on its own: it is held, and once a reconcile succeeds
+// after the outage, every held key is queued again at once. Meanwhile one
+// reconcile at a time is the outage's probe: the key that failed last is
+// queued again after a delay that doubles from outageProbeMin to
+// outageProbeMax (or RetryMaxDelay, if shorter), so that the API server's
+// return is seen. An object that changes is reconciled at once, as ever.
+// So an outage costs fewer requests than each key's own backoff did (a
+// key's first retries come within a second), and ends for every object
+// within seconds of the API server's return. A key failing alone while
+// others succeed is backed off on its own, as before; one failing alone in
+// a controller with nothing else to do looks like an outage, and is
+// retried every outageProbeMax rather than backed off to RetryMaxDelay.
+
+// The outage's timings.
+const (
+	// outageAfter is how long reconciles must fail alike, with none
+	// succeeding, before it is an outage.
+	outageAfter = time.Second
+
+	// outageProbeMin and outageProbeMax bound the probe's delay, which
+	// doubles from the first to the second while the outage lasts.
+	outageProbeMin = time.Second
+	outageProbeMax = 15 * time.Second
+)
+
+// outage is what a controller's queue knows of the API server refusing
+// every reconcile alike: see above.
+type outage struct {
+	queue workqueue.TypedRateLimitingInterface[string]
+	now   func() time.Time
+	// probeMax is outageProbeMax, or RetryMaxDelay if it is shorter.
+	probeMax time.Duration
+
+	mu    sync.Mutex
+	since time.Time           // the first common failure since the last success; zero if none
+	held  map[string]struct{} // the keys that failed so since
+	probe time.Duration       // the last probe's delay; 0 before the first
+	next  time.Time           // when the pending probe is due
+}
+
+func newOutage(queue workqueue.TypedRateLimitingInterface[string], retryMax time.Duration) *outage {
+	return &outage{queue: queue, now: time.Now, probeMax: min(outageProbeMax, retryMax), held: map[string]struct{}{}}
+}
+
+// failed notes key's failure with err, and backs key off: in an outage
+// it is held, to be queued again when the outage ends, and queued as the
+// probe if none is pending; otherwise the queue backs it off as ever.
+func (o *outage) failed(key string, err error) {
+	if !commonFailure(err) {
+		o.queue.AddRateLimited(key)
+		return
+	}
+	o.mu.Lock()
+	now := o.now()
+	if o.since.IsZero() {
+		o.since = now
+	}
+	o.held[key] = struct{}{}
+	if now.Sub(o.since) < outageAfter {
+		o.mu.Unlock()
+		o.queue.AddRateLimited(key)
+		return
+	}
+	if now.Before(o.next) {
+		o.mu.Unlock()
+		return
+	}
+	o.probe = min(max(2*o.probe, outageProbeMin), o.probeMax)
+	o.next = now.Add(o.probe)
+	delay := o.probe
+	o.mu.Unlock()
+	o.queue.AddAfter(key, delay)
+}
+
+// succeeded notes a reconcile that succeeded: an outage, if there was one,
+// is over, and every key that failed in it is queued again.
+func (o *outage) succeeded() {
+	o.mu.Lock()
+	if o.since.IsZero() {
+		o.mu.Unlock()
+		return
+	}
+	var keys []string
+	if o.now().Sub(o.since) >= outageAfter {
+		keys = make([]string, 0, len(o.held))
+		for k := range o.held {
+			keys = append(keys, k)
+		}
+	}
+	o.since, o.probe, o.next = time.Time{}, 0, time.Time{}
+	clear(o.held)
+	o.mu.Unlock()
+	for _, k := range keys {
+		o.queue.Add(k)
+	}
+}
+
+// commonFailure reports whether err is one the API server answers every
+// object alike when it refuses the controller as a whole: 401
+// Unauthorized, 403 Forbidden, 429 Too Many Requests, a 5xx or a timeout,
+// or a request that got no answer (a network error, or a deadline).
+func commonFailure(err error) bool {
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		code := status.Status().Code
+		return code == http.StatusUnauthorized || code == http.StatusForbidden || code == http.StatusTooManyRequests ||
+			code >= http.StatusInternalServerError || apierrors.IsTimeout(err) || apierrors.IsServerTimeout(err)
+	}
+	var netErr net.Error
+	return errors.As(err, &netErr) || errors.Is(err, context.DeadlineExceeded)
+}
