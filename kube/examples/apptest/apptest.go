@@ -1,7 +1,18 @@
-// Package apptest runs the example Apps whole, in-process, against a real
-// cluster, for their tests: a cluster's clients and the files a pod would
-// have, an App runner with signals the test sends, a Host whose API server
-// can become unreachable, and waits with deadlines.
+// Package apptest runs an App of humus kube whole, against a real
+// cluster, for its tests: the Connection and Config of the cluster's
+// admin, the Host of a pod of a ServiceAccount (its token and CA files and
+// the kubelet's environment), an in-process App runner whose stderr the
+// test reads and to which it sends signals, an App built and run as a
+// process of its own, a Host whose API server can become unreachable, and
+// in-memory telemetry whose records a failing test logs. What a test does
+// to the cluster around the App (apply the deploy files, make a
+// namespace, install a CRD, act as a ServiceAccount, wait for a condition
+// or for readiness) is controlplanetest's, whose Env this Env embeds.
+//
+// The examples' whole-App tests use it; so can a module of your own, with
+// the examples module's replace line (see the docs' "Using kube from a
+// module of your own"). Its Configs are package appconfig's, as its
+// Hosts' files and variables are.
 package apptest
 
 import (
@@ -11,8 +22,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
-	"os"
 	"strings"
 	"sync"
 	"syscall"
@@ -22,41 +31,24 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"sigs.k8s.io/yaml"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/controlplane"
+	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/examples/appconfig"
 )
 
-// Env is a cluster and the admin's clients of it.
-type Env struct {
-	Cluster *controlplane.Cluster
-	Kube    kubernetes.Interface
-	Dynamic dynamic.Interface
-}
+// Env is controlplanetest's Env, a cluster and its admin's clients, with
+// what an App of humus kube is run with on it: its Connection, its
+// Config and a pod's Host.
+type Env struct{ controlplanetest.Env }
 
 // NewEnv returns c's Env.
 func NewEnv(t testing.TB, c *controlplane.Cluster) Env {
 	t.Helper()
-	rc := c.RESTConfig()
-	rc.QPS = -1 // no client-side rate limit: the tests poll
-	kc, err := kubernetes.NewForConfig(rc)
-	require.NoError(t, err)
-	dc, err := dynamic.NewForConfig(rc)
-	require.NoError(t, err)
-	return Env{Cluster: c, Kube: kc, Dynamic: dc}
+	return Env{controlplanetest.NewEnv(t, c)}
 }
 
 // Connection is the admin's Connection to the cluster.
@@ -77,84 +69,7 @@ func (e Env) Config(t testing.TB, name, watch, leaseNS, identity string) appconf
 	s.Namespace = watch
 	s.LeaderElection.Namespace = leaseNS
 	s.LeaderElection.Identity = identity
-	return appconfig.Config{Connection: e.Connection(), Settings: s, ProbesAddr: FreeAddr(t)}
-}
-
-// Namespace creates a namespace of its own for one test, named prefix and
-// a random suffix.
-func (e Env) Namespace(t testing.TB, prefix string) string {
-	t.Helper()
-	ns, err := e.Kube.CoreV1().Namespaces().Create(context.Background(),
-		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: prefix + "-"}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	return ns.Name
-}
-
-// Apply creates every object of the YAML file path, whose documents are
-// separated by "---" lines, with the dynamic client, as kubectl create -f
-// does; an object that already exists is left as it is.
-func (e Env) Apply(t testing.TB, path string) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	require.NoError(t, err)
-	for _, doc := range strings.Split(string(b), "\n---\n") {
-		var obj unstructured.Unstructured
-		require.NoError(t, yaml.Unmarshal([]byte(doc), &obj.Object), path)
-		if len(obj.Object) == 0 {
-			continue
-		}
-		gvk := obj.GroupVersionKind()
-		res, ok := resources[gvk.GroupKind()]
-		require.True(t, ok, "%s: no resource known for %s", path, gvk.GroupKind())
-		var ri dynamic.ResourceInterface = e.Dynamic.Resource(gvk.GroupVersion().WithResource(res))
-		if ns := obj.GetNamespace(); ns != "" {
-			ri = e.Dynamic.Resource(gvk.GroupVersion().WithResource(res)).Namespace(ns)
-		}
-		_, err = ri.Create(context.Background(), &obj, metav1.CreateOptions{FieldValidation: "Strict"})
-		if apierrors.IsAlreadyExists(err) {
-			continue
-		}
-		require.NoError(t, err, "creating %s %s from %s", gvk.Kind, obj.GetName(), path)
-	}
-}
-
-// resources names the resources of the kinds the deploy files hold.
-var resources = map[schema.GroupKind]string{
-	{Group: "apiextensions.k8s.io", Kind: "CustomResourceDefinition"}: "customresourcedefinitions",
-	{Kind: "Namespace"}:                                              "namespaces",
-	{Kind: "ServiceAccount"}:                                         "serviceaccounts",
-	{Group: "apps", Kind: "Deployment"}:                              "deployments",
-	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRole"}:        "clusterroles",
-	{Group: "rbac.authorization.k8s.io", Kind: "ClusterRoleBinding"}: "clusterrolebindings",
-	{Group: "rbac.authorization.k8s.io", Kind: "Role"}:               "roles",
-	{Group: "rbac.authorization.k8s.io", Kind: "RoleBinding"}:        "rolebindings",
-}
-
-// CRDGVR is the resource of CustomResourceDefinitions.
-var CRDGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
-
-// InstallCRD applies the CRD in the YAML file path, named name, waits
-// until the API server has established it, and then restarts a started
-// cluster's kube-controller-manager, so its garbage collector watches the
-// new resource at once rather than at its next discovery, up to 30s later.
-func (e Env) InstallCRD(t testing.TB, path, name string) {
-	t.Helper()
-	e.Apply(t, path)
-	crds := e.Dynamic.Resource(CRDGVR)
-	Eventually(t, 30*time.Second, "the CRD to be established", func(ctx context.Context) (bool, error) {
-		crd, err := crds.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err
-		}
-		conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
-		for _, c := range conds {
-			if c, ok := c.(map[string]any); ok && c["type"] == "Established" && c["status"] == "True" {
-				return true, nil
-			}
-		}
-		return false, nil
-	})
-	require.NoError(t, e.Cluster.RestartControllerManager(context.Background()))
+	return appconfig.Config{Connection: e.Connection(), Settings: s, ProbesAddr: controlplanetest.FreeAddr(t)}
 }
 
 // Pod returns the Host of a pod whose service account is sa in namespace:
@@ -186,125 +101,12 @@ func (e Env) Pod(t testing.TB, namespace, sa, pod string, extra map[string]strin
 	return h
 }
 
-// WithToken returns a clientset of the cluster that authenticates with the
-// bearer token token.
-func (e Env) WithToken(t testing.TB, token string) kubernetes.Interface {
-	t.Helper()
-	kc, err := kubernetes.NewForConfig(&rest.Config{
-		Host:            "https://" + e.Cluster.Server,
-		BearerToken:     token,
-		QPS:             -1,
-		TLSClientConfig: rest.TLSClientConfig{CAData: e.CAPEM(t)},
-	})
-	require.NoError(t, err)
-	return kc
-}
-
-// WaitAllowed waits until each request allow makes with the clientset kc
-// is allowed: it returns nil, or an error that isn't a Forbidden. The API
-// server's authorizer sees RBAC objects through a cache of its own, so a
-// binding just created may not have taken effect yet.
-func WaitAllowed(t testing.TB, kc kubernetes.Interface, allow ...func(ctx context.Context, kc kubernetes.Interface) error) {
-	t.Helper()
-	Eventually(t, 10*time.Second, "the RBAC rules to take effect", func(ctx context.Context) (bool, error) {
-		for _, f := range allow {
-			if err := f(ctx, kc); apierrors.IsForbidden(err) {
-				return false, nil
-			}
-		}
-		return true, nil
-	})
-}
-
-// CAPEM returns the PEM of the cluster's CA, skipping the test when the
-// cluster's kubeconfig names none.
-func (e Env) CAPEM(t testing.TB) []byte {
-	t.Helper()
-	if len(e.Cluster.CA) == 0 {
-		t.Skip("the cluster's kubeconfig names no CA")
-	}
-	return e.Cluster.CA
-}
-
 // LookupEnv returns a Host's LookupEnv whose environment is env.
 func LookupEnv(env map[string]string) func(string) (string, bool) {
 	return func(key string) (string, bool) {
 		v, ok := env[key]
 		return v, ok
 	}
-}
-
-// FreeAddr returns an address on 127.0.0.1 whose port was free a moment
-// ago.
-func FreeAddr(t testing.TB) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	defer l.Close()
-	return l.Addr().String()
-}
-
-// Eventually polls cond every 20ms until it returns true, and fails the
-// test naming what when it hasn't within timeout, or when it errs.
-func Eventually(t testing.TB, timeout time.Duration, what string, cond func(ctx context.Context) (bool, error)) {
-	t.Helper()
-	err := wait.PollUntilContextTimeout(context.Background(), 20*time.Millisecond, timeout, true, cond)
-	require.NoError(t, err, "waiting %v for %s", timeout, what)
-}
-
-// Ready waits until the probes at addr answer /readyz with 200.
-func Ready(t testing.TB, addr string) {
-	t.Helper()
-	Eventually(t, 30*time.Second, "/readyz on "+addr+" to answer 200", func(ctx context.Context) (bool, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+"/readyz", nil)
-		if err != nil {
-			return false, err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return false, nil
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK, nil
-	})
-}
-
-// IgnoreNotFound returns err, or nil when it is a NotFound.
-func IgnoreNotFound(err error) error {
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	return err
-}
-
-// Holder returns the holder of the Lease name in ns, or "" when it has
-// none or doesn't exist.
-func (e Env) Holder(ctx context.Context, ns, name string) (string, error) {
-	l, err := e.Kube.CoordinationV1().Leases(ns).Get(ctx, name, metav1.GetOptions{})
-	if err != nil || l.Spec.HolderIdentity == nil {
-		return "", IgnoreNotFound(err)
-	}
-	return *l.Spec.HolderIdentity, nil
-}
-
-// RequireNoHolder checks that the Lease name in ns exists and has no
-// holder, as a released Lease has.
-func (e Env) RequireNoHolder(t testing.TB, ns, name string) {
-	t.Helper()
-	l, err := e.Kube.CoordinationV1().Leases(ns).Get(context.Background(), name, metav1.GetOptions{})
-	require.NoError(t, err)
-	if h := l.Spec.HolderIdentity; h != nil {
-		require.Empty(t, *h, "the Lease's holder")
-	}
-}
-
-// WaitHolder waits until identity holds the Lease name in ns.
-func (e Env) WaitHolder(t testing.TB, timeout time.Duration, ns, name, identity string) {
-	t.Helper()
-	Eventually(t, timeout, identity+" to hold the Lease", func(ctx context.Context) (bool, error) {
-		h, err := e.Holder(ctx, ns, name)
-		return h == identity, err
-	})
 }
 
 // App is a whole App that humustest.RunApp runs in-process, whose stderr
