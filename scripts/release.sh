@@ -53,7 +53,9 @@ for dir in "${all[@]}"; do
     fi
   done
 done
-git commit -q -am "release $version"
+if ! git diff --quiet; then
+  git commit -q -am "release $version"
+fi
 tags=()
 for dir in "${published[@]}"; do
   prefix=${dir#.}
