@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
+
+	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
 // This file is the unit tests' stand-in for a Controller: what a
@@ -180,14 +182,14 @@ func (f cacheForm) cached(obj any) (any, error) {
 		if err := json.Unmarshal(b, &u.Object); err != nil {
 			return nil, fmt.Errorf("the %T isn't a JSON object: %w", obj, err)
 		}
-		return compactObject(&u)
+		return objcache.CompactObject(&u)
 	default:
 		var p metav1.PartialObjectMetadata
 		if err := json.Unmarshal(b, &p); err != nil {
 			return nil, fmt.Errorf("decoding the metadata of the %T: %w", obj, err)
 		}
 		if f == cacheOwned {
-			return compactMetadata(&p)
+			return objcache.CompactMetadata(&p)
 		}
 		return dropManagedFields(&p)
 	}
