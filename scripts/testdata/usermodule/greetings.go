@@ -40,7 +40,9 @@ var Greetings = kube.Resource[Spec, Status]{
 
 // ConfigMaps is the resource the Controller watches and the Reconciler
 // reads from its cache.
-func ConfigMaps() schema.GroupVersionResource { return corev1.SchemeGroupVersion.WithResource("configmaps") }
+func ConfigMaps() schema.GroupVersionResource {
+	return corev1.SchemeGroupVersion.WithResource("configmaps")
+}
 
 // Reconcile reports the greeting of g's ConfigMap, read from the
 // Controller's cache; a ConfigMap that doesn't exist leaves the status
