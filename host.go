@@ -10,7 +10,9 @@ import (
 
 // OSHost returns the Host of the real process: Dial and Listen use the
 // operating system's network (a zero net.Dialer and net.ListenConfig), FS is
-// os.DirFS("/"), LookupEnv is os.LookupEnv, Signals relays SIGTERM and SIGINT
+// os.DirFS("/"), whose names have no leading slash (tmp/certs/tls.crt for
+// /tmp/certs/tls.crt) and whose error for a name with one says so,
+// LookupEnv is os.LookupEnv, Signals relays SIGTERM and SIGINT
 // with os/signal, and Stderr is os.Stderr.
 //
 // It is the only place humus reaches the process directly.
@@ -24,7 +26,7 @@ func OSHost() Host {
 			var lc net.ListenConfig
 			return lc.Listen(ctx, network, address)
 		},
-		FS:        os.DirFS("/"),
+		FS:        newRootFS(),
 		LookupEnv: os.LookupEnv,
 		Signals:   osSignals,
 		Stderr:    os.Stderr,

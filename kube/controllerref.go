@@ -2,6 +2,7 @@ package kube
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 )
 
@@ -29,6 +30,26 @@ func (k Kind[T]) ControllerReference(obj T) *metav1ac.OwnerReferenceApplyConfigu
 		m = &metav1.ObjectMeta{}
 	}
 	return controllerReference(k.GVR.GroupVersion().String(), k.Kind, m)
+}
+
+// ControllerRef is ControllerReference as a metav1.OwnerReference, for a
+// resource obj controls that is created with Create or updated with
+// Update rather than applied, such as a Job:
+// job.OwnerReferences = append(job.OwnerReferences, r.ControllerRef(obj)).
+// It is metav1.NewControllerRef's reference: the same apiVersion, kind,
+// name, uid, Controller and BlockOwnerDeletion.
+func (r Resource[Spec, Status]) ControllerRef(obj Object[Spec, Status]) metav1.OwnerReference {
+	return *metav1.NewControllerRef(&obj.ObjectMeta, schema.GroupVersionKind{Group: r.Group, Version: r.Version, Kind: r.Kind})
+}
+
+// ControllerRef is Kind.ControllerReference as a metav1.OwnerReference,
+// as Resource.ControllerRef is, for a resource created with Create.
+func (k Kind[T]) ControllerRef(obj T) metav1.OwnerReference {
+	m, _ := any(&obj).(metav1.Object)
+	if m == nil {
+		m = &metav1.ObjectMeta{}
+	}
+	return *metav1.NewControllerRef(m, k.GVR.GroupVersion().WithKind(k.Kind))
 }
 
 func controllerReference(apiVersion, kind string, m metav1.Object) *metav1ac.OwnerReferenceApplyConfiguration {

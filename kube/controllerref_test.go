@@ -27,3 +27,26 @@ func TestControllerReferenceNeedsNoTypeMeta(t *testing.T) {
 	require.Equal(t, types.UID("uid-a"), *ref.UID)
 	require.True(t, *ref.Controller)
 }
+
+// TestControllerRefIsControllerReferenceForACreate: the OwnerReference a
+// Create sets is the apply configuration's, field by field, and is its
+// object's controller as client-go reads it.
+func TestControllerRefIsControllerReferenceForACreate(t *testing.T) {
+	w := widget{ObjectMeta: metav1.ObjectMeta{Name: "w1", UID: "uid-w1"}}
+	ac := widgets().ControllerReference(w)
+	ref := widgets().ControllerRef(w)
+	require.Equal(t, metav1.OwnerReference{
+		APIVersion: *ac.APIVersion, Kind: *ac.Kind, Name: *ac.Name, UID: *ac.UID,
+		Controller: ac.Controller, BlockOwnerDeletion: ac.BlockOwnerDeletion,
+	}, ref)
+	child := metav1.ObjectMeta{Name: "job", OwnerReferences: []metav1.OwnerReference{ref}}
+	require.Equal(t, &ref, metav1.GetControllerOfNoCopy(&child))
+
+	namespaces := Kind[corev1.Namespace]{GVR: namespaceGVR, Kind: "Namespace", Scope: Cluster}
+	ns := corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "team-a", UID: "uid-a"}}
+	nac := namespaces.ControllerReference(ns)
+	require.Equal(t, metav1.OwnerReference{
+		APIVersion: "v1", Kind: "Namespace", Name: "team-a", UID: "uid-a",
+		Controller: nac.Controller, BlockOwnerDeletion: nac.BlockOwnerDeletion,
+	}, namespaces.ControllerRef(ns))
+}

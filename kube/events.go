@@ -59,8 +59,8 @@ type recorderKey struct{}
 
 // RecorderFrom returns the Recorder of the controller whose reconcile ctx
 // is, as a Reconciler's and a Finalize's context carries it. A context
-// that carries none, such as a unit test's, gives a Recorder that records
-// nothing.
+// that carries none gives a Recorder that records nothing; a unit test's
+// from NewReconcileTest gives one whose Events the test reads.
 func RecorderFrom(ctx context.Context) *Recorder {
 	r, _ := ctx.Value(recorderKey{}).(*Recorder)
 	return r

@@ -6,7 +6,7 @@ require (
 	github.com/go-logr/logr v1.4.4
 	github.com/goccy/go-json v0.10.5
 	github.com/stretchr/testify v1.12.1
-	github.com/z5labs/humus v0.0.0-00010101000000-000000000000
+	github.com/z5labs/humus v0.1.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0
 	go.opentelemetry.io/otel/log v1.47.0
 	go.opentelemetry.io/otel/metric v1.47.0

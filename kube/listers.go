@@ -23,7 +23,9 @@ import (
 // decoded into T, the caller's to change; the cache's own objects are
 // never handed out. It reads what the informer last saw, so it may be a
 // moment behind the API server, as a reconcile's object is. NewLister and
-// ListerFrom return one; the zero Lister reads nothing.
+// ListerFrom return one; the zero Lister reads nothing. In a unit test,
+// ListerFrom reads the caches of a NewReconcileTest, with the same copies
+// and errors.
 //
 // What T may be is what the cache holds: for the Controller's own
 // resource, and a Watches given CacheObjects, any type the object's JSON

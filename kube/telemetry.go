@@ -42,8 +42,13 @@ type telemetry struct {
 	tracer trace.Tracer
 	log    *slog.Logger // the controller's own records
 	klog   logr.Logger  // client-go's records, put in its context
-	inst   *instruments
-	meter  metric.Meter // for the sharding instruments (sharding.go)
+
+	// handler is log's handler, and min klog's least level, for a
+	// reconcile's loggers (reconcilelog.go).
+	handler slog.Handler
+	min     slog.Level
+	inst    *instruments
+	meter   metric.Meter // for the sharding instruments (sharding.go)
 }
 
 // newTelemetry builds the telemetry of the controller named name, whose
@@ -56,14 +61,16 @@ func newTelemetry(t humus.Telemetry, name string, v int) (*telemetry, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := otelslog.NewHandler(instrumentationScope, otelslog.WithLoggerProvider(lp))
+	h := timeHandler{otelslog.NewHandler(instrumentationScope, otelslog.WithLoggerProvider(lp))}
 	return &telemetry{
-		name:   name,
-		tracer: tp.Tracer(instrumentationScope),
-		log:    slog.New(h),
-		klog:   logr.FromSlogHandler(verbosity{Handler: h, min: slog.Level(-v)}),
-		inst:   inst,
-		meter:  meter,
+		name:    name,
+		tracer:  tp.Tracer(instrumentationScope),
+		log:     slog.New(h),
+		klog:    logr.FromSlogHandler(verbosity{Handler: h, min: slog.Level(-v)}),
+		handler: h,
+		min:     slog.Level(-v),
+		inst:    inst,
+		meter:   meter,
 	}, nil
 }
 
@@ -105,22 +112,29 @@ type reconcileRecord struct {
 	t     *telemetry
 	span  trace.Span
 	start time.Time
-	attrs []any // the object, for log records
+	attrs []any // the object and the controller, for log records
 }
 
 // startReconcile starts the root span reconcile <Kind> of the object key
 // names, with k8s.namespace.name (for a namespaced object) and
-// humus.kube.object.name.
+// humus.kube.object.name, and returns its context carrying the
+// reconcile's loggers, whose records carry both, the controller's name
+// and the span's ids (withLogger).
 func (t *telemetry) startReconcile(ctx context.Context, kind, key string) (context.Context, *reconcileRecord) {
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	attrs := make([]attribute.KeyValue, 0, 2)
-	logAttrs := make([]any, 0, 2)
+	objAttrs := make([]slog.Attr, 0, 3)
 	if ns != "" {
 		attrs = append(attrs, attribute.String(attrNamespace, ns))
-		logAttrs = append(logAttrs, slog.String(attrNamespace, ns))
+		objAttrs = append(objAttrs, slog.String(attrNamespace, ns))
 	}
 	attrs = append(attrs, attribute.String(attrObjectName, name))
-	logAttrs = append(logAttrs, slog.String(attrObjectName, name))
+	objAttrs = append(objAttrs, slog.String(attrObjectName, name))
+	logAttrs := make([]any, 0, len(objAttrs)+1)
+	for _, a := range objAttrs {
+		logAttrs = append(logAttrs, a)
+	}
+	logAttrs = append(logAttrs, slog.String(attrController, t.name))
 
 	start := time.Now()
 	ctx, span := t.tracer.Start(ctx, "reconcile "+kind,
@@ -128,6 +142,7 @@ func (t *telemetry) startReconcile(ctx context.Context, kind, key string) (conte
 		trace.WithTimestamp(start),
 		trace.WithAttributes(attrs...),
 	)
+	ctx = t.withLogger(ctx, objAttrs)
 	return ctx, &reconcileRecord{t: t, span: span, start: start, attrs: logAttrs}
 }
 

@@ -92,10 +92,11 @@ func TestEveryReconcileIsARootSpanWithRecordsForErrorsAndPanics(t *testing.T) {
 		require.Len(t, failed, 1)
 		require.Equal(t, otellog.SeverityWarn, failed[0].Severity())
 		require.Equal(t, map[string]string{
-			"k8s.namespace.name":     testNamespace,
-			"humus.kube.object.name": "fails",
-			"exception.message":      "the cloud is down",
-			"exception.type":         "*errors.errorString",
+			"k8s.namespace.name":         testNamespace,
+			"humus.kube.object.name":     "fails",
+			"humus.kube.controller.name": controllerName,
+			"exception.message":          "the cloud is down",
+			"exception.type":             "*errors.errorString",
 		}, attrs(failed[0]))
 		require.Equal(t, spans["fails"].SpanContext().TraceID(), failed[0].TraceID(), "in the span's context")
 		require.Equal(t, spans["fails"].SpanContext().SpanID(), failed[0].SpanID())

@@ -15,6 +15,9 @@ pkgs=(./... ./kube/... ./kube/examples/... ./kube/internal/controlplanetests/...
 echo "== lint"
 bash scripts/lint.sh
 
+echo "== API compatibility with each module's last release tag"
+bash scripts/apicheck.sh
+
 echo "== vet, with the controlplane build tag"
 go vet -tags controlplane "${pkgs[@]}"
 (cd bench/crpeer && GOWORK=off go vet ./...)
@@ -36,3 +39,8 @@ echo "== tests against the local control plane"
 # module of their own, so that kube's go.mod doesn't require controlplane.
 go test -tags controlplane -count=1 -p 1 -timeout 30m \
   ./controlplane/... ./kube/internal/controlplanetests/... ./kube/examples/...
+
+echo "== a module outside the repository, on the docs' go.mod lines"
+# GOWORK=off, in a temporary directory: its unit test on kube.ReconcileTest
+# and its whole-App test on controlplanetest and apptest (about a minute).
+bash scripts/usermodule.sh -controlplane

@@ -18,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	otellog "go.opentelemetry.io/otel/log"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
@@ -294,5 +295,42 @@ func TestConsoleFormatIsOneReadableLineARecord(t *testing.T) {
 	tel.LoggerProvider.Logger("test").Emit(t.Context(), rec)
 	require.NoError(t, tel.Shutdown(t.Context()))
 	out := h.StderrString()
-	require.Regexp(t, `^\d\d:\d\d:\d\d\.\d\d\d WARN  reconcile failed humus.kube.object.name=cache error="no space left"\n$`, out)
+	require.Regexp(t, `^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d\d\dZ WARN  reconcile failed humus.kube.object.name=cache error="no space left"\n$`, out)
+}
+
+// TestEveryLogFormatWritesRFC3339TimesAndTheSpansIDs emits a record made
+// in a span through each LOG_FORMAT: its time is RFC 3339, and it carries
+// the span's trace and span ids.
+func TestEveryLogFormatWritesRFC3339TimesAndTheSpansIDs(t *testing.T) {
+	traceID, err := trace.TraceIDFromHex("0af7651916cd43dd8448eb211c80319c")
+	require.NoError(t, err)
+	spanID, err := trace.SpanIDFromHex("b7ad6b7169203331")
+	require.NoError(t, err)
+	ctx := trace.ContextWithSpanContext(t.Context(), trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID: traceID, SpanID: spanID, TraceFlags: trace.FlagsSampled,
+	}))
+	at := time.Date(2026, 12, 2, 3, 4, 5, 600_000_000, time.UTC)
+	for format, want := range map[string][]string{
+		"json": {`"Timestamp":"2026-12-02T03:04:05.6Z"`, `"TraceID":"0af7651916cd43dd8448eb211c80319c"`, `"SpanID":"b7ad6b7169203331"`},
+		"console": {"2026-12-02T03:04:05.600Z INFO  reconciled humus.kube.object.name=cache " +
+			"trace_id=0af7651916cd43dd8448eb211c80319c span_id=b7ad6b7169203331\n"},
+	} {
+		t.Run(format, func(t *testing.T) {
+			h := humustest.NewHost(t)
+			h.SetEnv(appconfig.EnvLogFormat, format)
+			tel, err := appconfig.BuildTelemetry(t.Context(), h.Host)
+			require.NoError(t, err)
+			var rec otellog.Record
+			rec.SetTimestamp(at)
+			rec.SetSeverity(otellog.SeverityInfo)
+			rec.SetSeverityText("INFO")
+			rec.SetBody(attribute.StringValue("reconciled"))
+			rec.AddAttributes(attribute.String("humus.kube.object.name", "cache"))
+			tel.LoggerProvider.Logger("test").Emit(ctx, rec)
+			require.NoError(t, tel.Shutdown(t.Context()))
+			for _, w := range want {
+				require.Contains(t, h.StderrString(), w)
+			}
+		})
+	}
 }

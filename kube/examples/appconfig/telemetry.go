@@ -9,7 +9,6 @@ import (
 	"net/url"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -237,15 +236,21 @@ func parseHeaders(s string) (map[string]string, error) {
 }
 
 // NewConsoleExporter returns a log exporter that writes each record to w
-// as one readable line, for a terminal: its time (hh:mm:ss.mmm), its
-// severity, its body, and its attributes as key=value; a multi-line value,
-// such as a joined error or a stack, continues on indented lines.
+// as one readable line, for a terminal: its time in UTC as RFC 3339 to the
+// millisecond (2026-12-02T03:04:05.600Z), its severity, its body, its
+// attributes as key=value, and, for a record made in a span, trace_id and
+// span_id as hex; a multi-line value, such as a joined error or a stack,
+// continues on indented lines.
 func NewConsoleExporter(w io.Writer) sdklog.Exporter {
 	if w == nil {
 		w = io.Discard
 	}
 	return &consoleExporter{w: w}
 }
+
+// consoleTime is RFC 3339 to the millisecond, as the console writes a
+// record's time.
+const consoleTime = "2006-01-02T15:04:05.000Z07:00"
 
 type consoleExporter struct {
 	mu sync.Mutex
@@ -266,7 +271,7 @@ func (e *consoleExporter) Export(_ context.Context, records []sdklog.Record) err
 		if sev == "" {
 			sev = r.Severity().String()
 		}
-		fmt.Fprintf(&b, "%s %-5s %s", ts.Local().Format(time.TimeOnly+".000"), sev, r.Body().AsString())
+		fmt.Fprintf(&b, "%s %-5s %s", ts.UTC().Format(consoleTime), sev, r.Body().AsString())
 		r.WalkAttributes(func(kv attribute.KeyValue) bool {
 			v := kv.Value.Emit()
 			if strings.ContainsAny(v, " \"") && !strings.Contains(v, "\n") {
@@ -275,6 +280,9 @@ func (e *consoleExporter) Export(_ context.Context, records []sdklog.Record) err
 			b.WriteString(" " + string(kv.Key) + "=" + v)
 			return true
 		})
+		if r.TraceID().IsValid() {
+			b.WriteString(" trace_id=" + r.TraceID().String() + " span_id=" + r.SpanID().String())
+		}
 		line := strings.ReplaceAll(strings.TrimRight(b.String(), "\n"), "\n", "\n    ")
 		if _, err := io.WriteString(e.w, line+"\n"); err != nil {
 			return err

@@ -12,7 +12,7 @@ require (
 	github.com/go-logr/logr v1.4.4 // indirect
 	github.com/goccy/go-json v0.10.5 // indirect
 	github.com/stretchr/testify v1.12.1
-	github.com/z5labs/humus v0.0.0-00010101000000-000000000000
+	github.com/z5labs/humus v0.1.0
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.72.0 // indirect
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
@@ -71,7 +71,7 @@ require (
 	github.com/spf13/cobra v1.10.2 // indirect
 	github.com/spf13/pflag v1.0.10 // indirect
 	github.com/x448/float16 v0.8.4 // indirect
-	github.com/z5labs/humus/controlplane v0.0.0-00010101000000-000000000000
+	github.com/z5labs/humus/controlplane v0.1.0
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/bridges/otelslog v0.21.0 // indirect
 	go.opentelemetry.io/otel v1.47.0 // indirect
@@ -105,4 +105,4 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
 
-require github.com/z5labs/humus/kube v0.0.0-00010101000000-000000000000
+require github.com/z5labs/humus/kube v0.1.0

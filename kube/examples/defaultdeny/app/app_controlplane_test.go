@@ -18,8 +18,8 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/kube/examples/appconfig"
+	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/defaultdeny/app"
-	"github.com/z5labs/humus/kube/examples/internal/apptest"
 )
 
 // TestDefaultDenyApp runs the whole default-deny App, as humus.Main would,
@@ -47,9 +47,9 @@ func TestDefaultDenyApp(t *testing.T) {
 			old, err := policies.Get(t.Context(), app.PolicyName, metav1.GetOptions{})
 			require.NoError(t, err)
 			require.NoError(t, policies.Delete(t.Context(), app.PolicyName, metav1.DeleteOptions{}))
-			apptest.Eventually(t, 10*time.Second, "the policy to be put back", func(ctx context.Context) (bool, error) {
+			controlplanetest.Eventually(t, 10*time.Second, "the policy to be put back", func(ctx context.Context) (bool, error) {
 				p, err := policies.Get(ctx, app.PolicyName, metav1.GetOptions{})
-				return err == nil && p.UID != old.UID, apptest.IgnoreNotFound(err)
+				return err == nil && p.UID != old.UID, controlplanetest.IgnoreNotFound(err)
 			})
 		})
 
@@ -74,13 +74,13 @@ func TestDefaultDenyApp(t *testing.T) {
 		for _, f := range []string{"namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "deployment.yaml"} {
 			e.Apply(t, "../deploy/"+f)
 		}
-		probes := apptest.FreeAddr(t)
+		probes := controlplanetest.FreeAddr(t)
 		host := e.Pod(t, "default-deny-system", "default-deny", "default-deny-0", map[string]string{
 			appconfig.EnvProbesAddr: probes,
 		})
 		token, err := fs.ReadFile(host.FS, appconfig.ServiceAccountDir+"token")
 		require.NoError(t, err)
-		apptest.WaitAllowed(t, e.WithToken(t, string(token)),
+		controlplanetest.WaitAllowed(t, e.WithToken(t, string(token)),
 			func(ctx context.Context, kc kubernetes.Interface) error {
 				_, err := kc.NetworkingV1().NetworkPolicies("").List(ctx, metav1.ListOptions{Limit: 1})
 				return err
@@ -90,7 +90,7 @@ func TestDefaultDenyApp(t *testing.T) {
 				return err
 			})
 		a := apptest.Start(t, app.Init, host)
-		apptest.Ready(t, probes)
+		controlplanetest.Ready(t, probes)
 		requirePolicy(t, e, e.Namespace(t, "rbac"))
 		require.Equal(t, 0, a.Terminate(t))
 		e.RequireNoHolder(t, "default-deny-system", app.FieldManager)
@@ -103,7 +103,7 @@ func requirePolicy(t *testing.T, e apptest.Env, ns string) {
 	t.Helper()
 	nsObj, err := e.Kube.CoreV1().Namespaces().Get(t.Context(), ns, metav1.GetOptions{})
 	require.NoError(t, err)
-	apptest.Eventually(t, 10*time.Second, "the default-deny policy in "+ns, func(ctx context.Context) (bool, error) {
+	controlplanetest.Eventually(t, 10*time.Second, "the default-deny policy in "+ns, func(ctx context.Context) (bool, error) {
 		p, err := e.Kube.NetworkingV1().NetworkPolicies(ns).Get(ctx, app.PolicyName, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil

@@ -36,7 +36,7 @@ import (
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/examples/appconfig"
-	"github.com/z5labs/humus/kube/examples/internal/apptest"
+	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
@@ -61,7 +61,7 @@ func TestMemcachedApp(t *testing.T) {
 
 	// Before the CRD is installed.
 	t.Run("MissingCRDEndsTheAppWithExit1NamingTheResource", func(t *testing.T) {
-		if _, err := e.Dynamic.Resource(apptest.CRDGVR).Get(t.Context(), crdName, metav1.GetOptions{}); err == nil {
+		if _, err := e.Dynamic.Resource(controlplanetest.CRDGVR).Get(t.Context(), crdName, metav1.GetOptions{}); err == nil {
 			t.Skip("the cluster already has the Memcached CRD")
 		}
 		ns := e.Namespace(t, "missing-crd")
@@ -89,7 +89,7 @@ func TestMemcachedApp(t *testing.T) {
 
 	t.Run("InitReadsAKubeconfigAndServesReadiness", func(t *testing.T) {
 		ns := e.Namespace(t, "kubeconfig")
-		probes := apptest.FreeAddr(t)
+		probes := controlplanetest.FreeAddr(t)
 		host := humus.OSHost()
 		host.LookupEnv = apptest.LookupEnv(map[string]string{
 			appconfig.EnvKubeconfig:   abs(t, e.Cluster.Kubeconfig),
@@ -99,7 +99,7 @@ func TestMemcachedApp(t *testing.T) {
 			appconfig.EnvProbesAddr:   probes,
 		})
 		a := apptest.Start(t, app.Init, host)
-		apptest.Ready(t, probes)
+		controlplanetest.Ready(t, probes)
 		memcacheds := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns)
 		createMemcached(t, memcacheds, "cache", 1)
 		waitDeployment(t, e.Kube, ns, "cache")
@@ -136,7 +136,7 @@ func TestMemcachedApp(t *testing.T) {
 			e.Apply(t, "../deploy/"+f)
 		}
 		ns := e.Namespace(t, "rbac")
-		probes := apptest.FreeAddr(t)
+		probes := controlplanetest.FreeAddr(t)
 		host := e.Pod(t, "memcached-system", "memcached-controller", "memcached-controller-0", map[string]string{
 			appconfig.EnvProbesAddr: probes,
 		})
@@ -146,7 +146,7 @@ func TestMemcachedApp(t *testing.T) {
 		token, err := fs.ReadFile(host.FS, appconfig.ServiceAccountDir+"token")
 		require.NoError(t, err)
 		sa := e.WithToken(t, string(token))
-		apptest.WaitAllowed(t, sa,
+		controlplanetest.WaitAllowed(t, sa,
 			func(ctx context.Context, kc kubernetes.Interface) error {
 				_, err := kc.AppsV1().Deployments("").List(ctx, metav1.ListOptions{Limit: 1})
 				return err
@@ -164,7 +164,7 @@ func TestMemcachedApp(t *testing.T) {
 
 		tel := apptest.NewTelemetry(t)
 		a := apptest.Start(t, app.Init, host, humus.WithTelemetry(tel.Build))
-		apptest.Ready(t, probes)
+		controlplanetest.Ready(t, probes)
 		testLifecycle(t, e, ns, tel)
 		require.Equal(t, 0, a.Terminate(t))
 		e.RequireNoHolder(t, "memcached-system", app.FieldManager)
@@ -187,14 +187,14 @@ func TestMemcachedApp(t *testing.T) {
 		e.WaitHolder(t, 30*time.Second, ns, app.FieldManager, "replica-0")
 		a1 := apptest.Start(t, app.New(cfg1), humus.OSHost(), humus.WithTelemetry(tel1.Build))
 		// The standby's caches are warm: it is ready too.
-		apptest.Ready(t, cfg1.ProbesAddr)
+		controlplanetest.Ready(t, cfg1.ProbesAddr)
 
 		memcacheds := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns)
 		createMemcached(t, memcacheds, "cache", 2)
 		waitReconciled(t, memcacheds, "cache")
 		// The reconcile's span ends after its status apply returns, so
 		// just after the status is seen: wait for it.
-		apptest.Eventually(t, 10*time.Second, "the holder's reconcile span", func(context.Context) (bool, error) {
+		controlplanetest.Eventually(t, 10*time.Second, "the holder's reconcile span", func(context.Context) (bool, error) {
 			return apptest.CountSpans(tel0, reconcileSpan) > 0, nil
 		})
 		require.Zero(t, apptest.CountSpans(tel1, reconcileSpan), "the standby's reconciles")
@@ -210,7 +210,7 @@ func TestMemcachedApp(t *testing.T) {
 		t.Logf("replica-1 took the Lease %v after replica-0's SIGTERM (LeaseDuration %v)", time.Since(start).Round(time.Millisecond), leaseDuration)
 
 		scaleAndWaitUndone(t, e.Kube.AppsV1().Deployments(ns), "cache", 2)
-		apptest.Eventually(t, 10*time.Second, "the new holder's reconcile span", func(context.Context) (bool, error) {
+		controlplanetest.Eventually(t, 10*time.Second, "the new holder's reconcile span", func(context.Context) (bool, error) {
 			return apptest.CountSpans(tel1, reconcileSpan) > 0, nil
 		})
 		deleteMemcached(t, memcacheds, "cache")
@@ -273,7 +273,7 @@ func testBinaryStderr(t *testing.T, e apptest.Env) {
 		appconfig.EnvPodNamespace: ns,
 		appconfig.EnvPodName:      "replica-0",
 		appconfig.EnvWatchNS:      ns,
-		appconfig.EnvProbesAddr:   apptest.FreeAddr(t),
+		appconfig.EnvProbesAddr:   controlplanetest.FreeAddr(t),
 	})
 	e.WaitHolder(t, 30*time.Second, ns, app.FieldManager, "replica-0")
 	memcacheds := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns)
@@ -345,7 +345,7 @@ func testFinalizersRule(t *testing.T, e apptest.Env) {
 	}
 	// Wait until the rule on Deployments has taken effect: the refusal
 	// then is the plugin's, for the owner reference alone.
-	apptest.WaitAllowed(t, sa, func(ctx context.Context, kc kubernetes.Interface) error {
+	controlplanetest.WaitAllowed(t, sa, func(ctx context.Context, kc kubernetes.Interface) error {
 		_, err := kc.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{Limit: 1})
 		return err
 	})
@@ -355,7 +355,7 @@ func testFinalizersRule(t *testing.T, e apptest.Env) {
 	t.Log(err)
 
 	bind("finalizers", rbacv1.PolicyRule{APIGroups: []string{app.Memcached.Group}, Resources: []string{"memcacheds/finalizers"}, Verbs: []string{"update"}})
-	apptest.WaitAllowed(t, sa, apply)
+	controlplanetest.WaitAllowed(t, sa, apply)
 	d, err := kc.AppsV1().Deployments(ns).Get(ctx, "owner", metav1.GetOptions{})
 	require.NoError(t, err, "with the finalizers rule, the apply creates the Deployment")
 	require.True(t, *d.OwnerReferences[0].BlockOwnerDeletion)
@@ -410,7 +410,7 @@ func testLifecycle(t *testing.T, e apptest.Env, ns string, tel *humustest.Teleme
 		_, err = deployments.UpdateStatus(t.Context(), d, metav1.UpdateOptions{FieldManager: "deployment-controller"})
 		require.NoError(t, err)
 		start := time.Now()
-		apptest.Eventually(t, time.Second, "Available True", func(ctx context.Context) (bool, error) {
+		controlplanetest.Eventually(t, time.Second, "Available True", func(ctx context.Context) (bool, error) {
 			got, err := memcacheds.Get(ctx, "cache", metav1.GetOptions{})
 			if err != nil {
 				return false, err
@@ -461,9 +461,9 @@ func testLifecycle(t *testing.T, e apptest.Env, ns string, tel *humustest.Teleme
 		// On a cluster whose kube-controller-manager started before the
 		// CRD, the garbage collector discovers memcacheds up to 30s later,
 		// and only then sees its objects deleted.
-		apptest.Eventually(t, time.Minute, "the Deployment to be collected", func(ctx context.Context) (bool, error) {
+		controlplanetest.Eventually(t, time.Minute, "the Deployment to be collected", func(ctx context.Context) (bool, error) {
 			_, err := deployments.Get(ctx, "cache", metav1.GetOptions{})
-			return apierrors.IsNotFound(err), apptest.IgnoreNotFound(err)
+			return apierrors.IsNotFound(err), controlplanetest.IgnoreNotFound(err)
 		})
 	})
 
@@ -505,7 +505,7 @@ func testConfigMap(t *testing.T, e apptest.Env, ns string, memcacheds dynamic.Re
 	args := func(want ...string) {
 		t.Helper()
 		start := time.Now()
-		apptest.Eventually(t, time.Second, fmt.Sprintf("the Deployment's args to be %v", want), func(ctx context.Context) (bool, error) {
+		controlplanetest.Eventually(t, time.Second, fmt.Sprintf("the Deployment's args to be %v", want), func(ctx context.Context) (bool, error) {
 			d, err := deployments.Get(ctx, "cache", metav1.GetOptions{})
 			return err == nil && slices.Equal(d.Spec.Template.Spec.Containers[0].Args, want), err
 		})
@@ -548,7 +548,7 @@ func testConfigMap(t *testing.T, e apptest.Env, ns string, memcacheds dynamic.Re
 func waitCondition(t *testing.T, ri dynamic.ResourceInterface, name string, status metav1.ConditionStatus, reason string) metav1.Condition {
 	t.Helper()
 	var found metav1.Condition
-	apptest.Eventually(t, 10*time.Second, "the Available condition "+string(status)+" "+reason, func(ctx context.Context) (bool, error) {
+	controlplanetest.Eventually(t, 10*time.Second, "the Available condition "+string(status)+" "+reason, func(ctx context.Context) (bool, error) {
 		got, err := ri.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -569,7 +569,7 @@ func waitCondition(t *testing.T, ri dynamic.ResourceInterface, name string, stat
 func waitEvent(t *testing.T, kc kubernetes.Interface, ns, name, typ, reason string) eventsv1.Event {
 	t.Helper()
 	var found eventsv1.Event
-	apptest.Eventually(t, 10*time.Second, "the "+typ+" Event "+reason+" on "+name, func(ctx context.Context) (bool, error) {
+	controlplanetest.Eventually(t, 10*time.Second, "the "+typ+" Event "+reason+" on "+name, func(ctx context.Context) (bool, error) {
 		l, err := kc.EventsV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err
@@ -605,9 +605,9 @@ func createMemcached(t *testing.T, ri dynamic.ResourceInterface, name string, si
 func deleteMemcached(t *testing.T, ri dynamic.ResourceInterface, name string) {
 	t.Helper()
 	require.NoError(t, ri.Delete(t.Context(), name, metav1.DeleteOptions{}))
-	apptest.Eventually(t, 10*time.Second, "the Memcached to be gone", func(ctx context.Context) (bool, error) {
+	controlplanetest.Eventually(t, 10*time.Second, "the Memcached to be gone", func(ctx context.Context) (bool, error) {
 		_, err := ri.Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), apptest.IgnoreNotFound(err)
+		return apierrors.IsNotFound(err), controlplanetest.IgnoreNotFound(err)
 	})
 }
 
@@ -615,10 +615,10 @@ func deleteMemcached(t *testing.T, ri dynamic.ResourceInterface, name string) {
 func waitDeployment(t *testing.T, kc kubernetes.Interface, ns, name string) *appsv1.Deployment {
 	t.Helper()
 	var d *appsv1.Deployment
-	apptest.Eventually(t, 10*time.Second, "the Deployment", func(ctx context.Context) (bool, error) {
+	controlplanetest.Eventually(t, 10*time.Second, "the Deployment", func(ctx context.Context) (bool, error) {
 		var err error
 		d, err = kc.AppsV1().Deployments(ns).Get(ctx, name, metav1.GetOptions{})
-		return err == nil, apptest.IgnoreNotFound(err)
+		return err == nil, controlplanetest.IgnoreNotFound(err)
 	})
 	return d
 }
@@ -629,7 +629,7 @@ func waitDeployment(t *testing.T, kc kubernetes.Interface, ns, name string) *app
 // control plane, which runs no pod.
 func waitReconciled(t *testing.T, ri dynamic.ResourceInterface, name string) {
 	t.Helper()
-	apptest.Eventually(t, 10*time.Second, "the Available condition", func(ctx context.Context) (bool, error) {
+	controlplanetest.Eventually(t, 10*time.Second, "the Available condition", func(ctx context.Context) (bool, error) {
 		got, err := ri.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -654,7 +654,7 @@ func scaleAndWaitUndone(t *testing.T, deployments appsv1client.DeploymentInterfa
 	// second" claim says (a resync, which would undo it too, is hours
 	// away). Here it takes tens of milliseconds, so a second is a wide
 	// margin even on a busy machine.
-	apptest.Eventually(t, time.Second, "the scale to be undone", func(ctx context.Context) (bool, error) {
+	controlplanetest.Eventually(t, time.Second, "the scale to be undone", func(ctx context.Context) (bool, error) {
 		d, err := deployments.Get(ctx, name, metav1.GetOptions{})
 		return err == nil && *d.Spec.Replicas == want, err
 	})

@@ -24,8 +24,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/kube/examples/appconfig"
-	"github.com/z5labs/humus/kube/examples/internal/apptest"
+	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
@@ -64,7 +65,7 @@ func testMetricsAuth(t *testing.T, e apptest.Env) {
 	nobody, err := e.Cluster.ServiceAccountToken(ctx, ns, "nobody")
 	require.NoError(t, err)
 
-	probes, metrics := apptest.FreeAddr(t), apptest.FreeAddr(t)
+	probes, metrics := controlplanetest.FreeAddr(t), controlplanetest.FreeAddr(t)
 	host := e.Pod(t, "memcached-system", "memcached-controller", "memcached-controller-0", map[string]string{
 		appconfig.EnvProbesAddr:  probes,
 		appconfig.EnvMetricsAddr: metrics,
@@ -88,9 +89,9 @@ func testMetricsAuth(t *testing.T, e apptest.Env) {
 	})
 
 	a := apptest.Start(t, app.Init, host, humus.WithTelemetry(app.BuildTelemetry))
-	apptest.Ready(t, probes)
+	controlplanetest.Ready(t, probes)
 	// The metrics Service listens beside the probes', not before them.
-	apptest.Eventually(t, 10*time.Second, "the metrics' listener on "+metrics, func(ctx context.Context) (bool, error) {
+	controlplanetest.Eventually(t, 10*time.Second, "the metrics' listener on "+metrics, func(ctx context.Context) (bool, error) {
 		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", metrics)
 		if err != nil {
 			return false, nil
@@ -165,7 +166,7 @@ func testMetricsAuth(t *testing.T, e apptest.Env) {
 // by a SelfSubjectAccessReview.
 func waitAllowedTo(t *testing.T, kc kubernetes.Interface, spec authzv1.SelfSubjectAccessReviewSpec) {
 	t.Helper()
-	apptest.Eventually(t, 10*time.Second, "the RBAC rules to take effect", func(ctx context.Context) (bool, error) {
+	controlplanetest.Eventually(t, 10*time.Second, "the RBAC rules to take effect", func(ctx context.Context) (bool, error) {
 		r, err := kc.AuthorizationV1().SelfSubjectAccessReviews().Create(ctx, &authzv1.SelfSubjectAccessReview{Spec: spec}, metav1.CreateOptions{})
 		if err != nil {
 			return false, err

@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -14,6 +15,7 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
@@ -123,4 +125,56 @@ func TestFinalizeRecordsThatItRan(t *testing.T) {
 		count += dp.Value
 	}
 	require.Equal(t, int64(1), count)
+}
+
+// reconcileTest is what the Memcached controller's reconcile context
+// carries, as a unit test fills it: its cache of ConfigMaps holding cms.
+func reconcileTest(t *testing.T, cms ...any) *kube.ReconcileTest {
+	t.Helper()
+	rt, err := kube.NewReconcileTest(app.FieldManager, kube.TestObjects(app.ConfigMaps(), cms...))
+	require.NoError(t, err)
+	return rt
+}
+
+func TestReconcileRunsMemcachedWithTheOptionsOfItsConfigMap(t *testing.T) {
+	rt := reconcileTest(t, &corev1.ConfigMap{
+		ObjectMeta: metav1.ObjectMeta{Name: "cache-options", Namespace: "default"},
+		Data:       map[string]string{"threads": "4", "memory-limit": "64"},
+	})
+	m := memcached()
+	m.Spec.ConfigMapName = "cache-options"
+	kc := kubefake.NewClientset()
+	_, err := app.Reconciler{Kube: kc}.Reconcile(rt.Context(t.Context()), m)
+	require.NoError(t, err)
+
+	d, err := kc.AppsV1().Deployments("default").Get(t.Context(), "cache", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, []string{"--memory-limit=64", "--threads=4"}, d.Spec.Template.Spec.Containers[0].Args)
+
+	// The first apply of a generation is a Normal Event on the Memcached.
+	evs, err := rt.Events()
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	require.Equal(t, corev1.EventTypeNormal, evs[0].Type)
+	require.Equal(t, "DeploymentApplied", evs[0].Reason)
+	require.Equal(t, "cache", evs[0].Regarding.Name)
+	require.Equal(t, "applied Deployment cache: 2 replicas of memcached:1.6.26-alpine3.19", evs[0].Note)
+}
+
+func TestReconcileWaitsForAMissingConfigMapWithoutApplying(t *testing.T) {
+	rt := reconcileTest(t, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "cache-options", Namespace: "elsewhere"}})
+	m := memcached()
+	m.Spec.ConfigMapName = "cache-options"
+	kc := kubefake.NewClientset()
+	res, err := app.Reconciler{Kube: kc}.Reconcile(rt.Context(t.Context()), m)
+	require.NoError(t, err, "a missing ConfigMap is no error: its creation reconciles the Memcached")
+	c := meta.FindStatusCondition(res.Status.Conditions, "Available")
+	require.NotNil(t, c)
+	require.Equal(t, metav1.ConditionFalse, c.Status)
+	require.Equal(t, "ConfigMapNotFound", c.Reason)
+	require.Zero(t, res.After)
+	require.Empty(t, kc.Actions(), "nothing is applied")
+	evs, err := rt.Events()
+	require.NoError(t, err)
+	require.Empty(t, evs)
 }

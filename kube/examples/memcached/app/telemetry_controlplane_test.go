@@ -24,8 +24,9 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/kube/examples/appconfig"
-	"github.com/z5labs/humus/kube/examples/internal/apptest"
+	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
@@ -52,7 +53,7 @@ var (
 func testExportsMetricsAndTraces(t *testing.T, e apptest.Env) {
 	ns := e.Namespace(t, "telemetry")
 	recv := newOTLPReceiver(t)
-	probes, metrics := apptest.FreeAddr(t), apptest.FreeAddr(t)
+	probes, metrics := controlplanetest.FreeAddr(t), controlplanetest.FreeAddr(t)
 	host := humus.OSHost()
 	host.LookupEnv = apptest.LookupEnv(map[string]string{
 		appconfig.EnvKubeconfig:    abs(t, e.Cluster.Kubeconfig),
@@ -66,7 +67,7 @@ func testExportsMetricsAndTraces(t *testing.T, e apptest.Env) {
 		appconfig.EnvServiceName:   "memcached-controller",
 	})
 	a := apptest.Start(t, app.Init, host, humus.WithTelemetry(app.BuildTelemetry))
-	apptest.Ready(t, probes)
+	controlplanetest.Ready(t, probes)
 	memcacheds := e.Dynamic.Resource(app.Memcached.GVR()).Namespace(ns)
 	createMemcached(t, memcacheds, "cache", 1)
 	waitReconciled(t, memcacheds, "cache")
@@ -84,7 +85,7 @@ func testExportsMetricsAndTraces(t *testing.T, e apptest.Env) {
 		// queue's own update loop, every 500ms after the queue starts, so
 		// a scrape is awaited until it holds every family.
 		var families map[string]*dto.MetricFamily
-		apptest.Eventually(t, 10*time.Second, "every controller metric on /metrics", func(ctx context.Context) (bool, error) {
+		controlplanetest.Eventually(t, 10*time.Second, "every controller metric on /metrics", func(ctx context.Context) (bool, error) {
 			req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+metrics+appconfig.MetricsPath, nil)
 			if err != nil {
 				return false, err

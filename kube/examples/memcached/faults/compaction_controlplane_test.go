@@ -14,7 +14,7 @@ import (
 
 	"github.com/z5labs/humus/controlplane"
 	"github.com/z5labs/humus/controlplane/controlplanetest"
-	"github.com/z5labs/humus/kube/examples/internal/apptest"
+	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
@@ -49,7 +49,7 @@ func TestWatchHistoryCompactedAndAFreshWatchCacheNoUpdateIsMissed(t *testing.T) 
 		resize(t, e, ns, n, 2)
 	}
 	// Compacted past seen: a read at exactly seen is 410 Gone.
-	apptest.Eventually(t, 30*time.Second, "etcd to compact the history", func(ctx context.Context) (bool, error) {
+	controlplanetest.Eventually(t, 30*time.Second, "etcd to compact the history", func(ctx context.Context) (bool, error) {
 		_, err := ri.List(ctx, metav1.ListOptions{ResourceVersion: seen, ResourceVersionMatch: metav1.ResourceVersionMatchExact})
 		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 			return true, nil

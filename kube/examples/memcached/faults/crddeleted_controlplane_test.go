@@ -14,7 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/z5labs/humus/controlplane/controlplanetest"
-	"github.com/z5labs/humus/kube/examples/internal/apptest"
+	"github.com/z5labs/humus/kube/examples/apptest"
 )
 
 // TestTheCRDDeletedWhileTheAppRunsEndsItWith1NamingTheResource deletes the
@@ -38,14 +38,14 @@ func TestTheCRDDeletedWhileTheAppRunsEndsItWith1NamingTheResource(t *testing.T) 
 	names := createMemcacheds(t, e, ns, 5, 1)
 	waitConverged(t, e, ns, names)
 
-	crds := e.Dynamic.Resource(apptest.CRDGVR)
+	crds := e.Dynamic.Resource(controlplanetest.CRDGVR)
 	require.NoError(t, crds.Delete(t.Context(), crdName, metav1.DeleteOptions{}))
 	deleted := time.Now()
 	// The API server removes the CRD once its Memcacheds are gone, which
 	// needs the App's finalizer to run on each.
-	apptest.Eventually(t, time.Minute, "the CRD to be gone", func(ctx context.Context) (bool, error) {
+	controlplanetest.Eventually(t, time.Minute, "the CRD to be gone", func(ctx context.Context) (bool, error) {
 		_, err := crds.Get(ctx, crdName, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), apptest.IgnoreNotFound(err)
+		return apierrors.IsNotFound(err), controlplanetest.IgnoreNotFound(err)
 	})
 	gone := time.Now()
 	code := r0.waitExit(t, s.WatchTimeout+30*time.Second)

@@ -27,7 +27,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/z5labs/humus/controlplane/controlplanetest"
-	"github.com/z5labs/humus/kube/examples/internal/apptest"
+	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
@@ -301,7 +301,7 @@ func leaseFlowSchema(t *testing.T, e apptest.Env, ns string) {
 // False.
 func waitFlowSchema(t *testing.T, e apptest.Env, name string) {
 	t.Helper()
-	apptest.Eventually(t, 30*time.Second, "FlowSchema "+name+" to be in force", func(ctx context.Context) (bool, error) {
+	controlplanetest.Eventually(t, 30*time.Second, "FlowSchema "+name+" to be in force", func(ctx context.Context) (bool, error) {
 		fs, err := e.Kube.FlowcontrolV1().FlowSchemas().Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
@@ -366,7 +366,7 @@ func serviceAccount(t *testing.T, e apptest.Env, ns string) *saCreds {
 	cfg.CurrentContext = "local"
 	require.NoError(t, clientcmd.WriteToFile(*cfg, c.kubeconfig))
 
-	apptest.WaitAllowed(t, e.WithToken(t, token),
+	controlplanetest.WaitAllowed(t, e.WithToken(t, token),
 		func(ctx context.Context, kc kubernetes.Interface) error {
 			_, err := kc.AppsV1().Deployments(ns).List(ctx, metav1.ListOptions{Limit: 1})
 			return err

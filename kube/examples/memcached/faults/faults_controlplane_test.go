@@ -23,7 +23,7 @@ import (
 
 	"github.com/z5labs/humus/controlplane"
 	"github.com/z5labs/humus/controlplane/controlplanetest"
-	"github.com/z5labs/humus/kube/examples/internal/apptest"
+	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
@@ -55,7 +55,7 @@ func TestFaults(t *testing.T) {
 		names := createMemcacheds(t, e, ns, 100, 1)
 
 		// Kill the leader mid-way through the objects.
-		apptest.Eventually(t, 30*time.Second, "replica-0 to start 30 reconciles", func(context.Context) (bool, error) {
+		controlplanetest.Eventually(t, 30*time.Second, "replica-0 to start 30 reconciles", func(context.Context) (bool, error) {
 			return r0.count("reconcile-start", "") >= 30, nil
 		})
 		killed := time.Now()
@@ -281,7 +281,7 @@ func TestFaults(t *testing.T) {
 		names := createMemcacheds(t, e, ns, backlog, 1)
 		t.Logf("created %d Memcacheds in %v", backlog, time.Since(start).Round(time.Millisecond))
 		r0 := startReplica(t, e, ns, "replica-0", fast)
-		apptest.Eventually(t, 60*time.Second, "replica-0's first reconcile", func(context.Context) (bool, error) {
+		controlplanetest.Eventually(t, 60*time.Second, "replica-0's first reconcile", func(context.Context) (bool, error) {
 			return r0.count("reconcile-start", "") > 0, nil
 		})
 		termed := time.Now()
@@ -356,14 +356,14 @@ func TestFaults(t *testing.T) {
 		})
 		reps := map[string]*replica{"replica-0": r0, "replica-1": r1}
 		reps["replica-2"] = startReplica(t, e, ns, "replica-2", s)
-		apptest.Eventually(t, churnWait, "replica-0 to reconcile a quarter of the churn", func(context.Context) (bool, error) {
+		controlplanetest.Eventually(t, churnWait, "replica-0 to reconcile a quarter of the churn", func(context.Context) (bool, error) {
 			return r0.count("reconcile-start", "") >= reconciled+churn/4, nil
 		})
 		require.NoError(t, r0.proc.Signal(syscall.SIGTERM))
 		require.Equal(t, 0, r0.waitExit(t, 30*time.Second))
 		h1 := waitNewHolder(t, e, ns, "replica-0")
 		reps["replica-3"] = startReplica(t, e, ns, "replica-3", s)
-		apptest.Eventually(t, churnWait, h1+" to reconcile a quarter of the churn", func(context.Context) (bool, error) {
+		controlplanetest.Eventually(t, churnWait, h1+" to reconcile a quarter of the churn", func(context.Context) (bool, error) {
 			return reps[h1].count("reconcile-start", "") >= churn/4, nil
 		})
 		require.NoError(t, reps[h1].proc.Signal(syscall.SIGTERM))
@@ -392,7 +392,7 @@ func TestFaults(t *testing.T) {
 				churnErr = errors.Join(churnErr, memcacheds.Delete(context.Background(), name, metav1.DeleteOptions{}))
 			}
 		})
-		apptest.Eventually(t, 30*time.Second, "the leader to finalize one more", func(context.Context) (bool, error) {
+		controlplanetest.Eventually(t, 30*time.Second, "the leader to finalize one more", func(context.Context) (bool, error) {
 			return finalizedCount(killed, "") > finalizedBefore, nil
 		})
 		killed.kill()
@@ -444,7 +444,7 @@ func TestFaults(t *testing.T) {
 		settled := func() {
 			t.Helper()
 			last := createMemcacheds(t, e, ns, 1, 1)[0]
-			apptest.Eventually(t, 30*time.Second, "the last Memcached's reconcile", func(context.Context) (bool, error) {
+			controlplanetest.Eventually(t, 30*time.Second, "the last Memcached's reconcile", func(context.Context) (bool, error) {
 				return r0.count("reconcile-end", ns+"/"+last) > 0, nil
 			})
 		}
@@ -561,7 +561,7 @@ func requireGoneWithin(t *testing.T, e apptest.Env, ns string, names []string, d
 func waitNewHolder(t *testing.T, e apptest.Env, ns string, old ...string) string {
 	t.Helper()
 	var holder string
-	apptest.Eventually(t, 30*time.Second, "a new holder of the Lease", func(ctx context.Context) (bool, error) {
+	controlplanetest.Eventually(t, 30*time.Second, "a new holder of the Lease", func(ctx context.Context) (bool, error) {
 		var err error
 		holder, err = e.Holder(ctx, ns, lease)
 		return holder != "" && !slices.Contains(old, holder), err
@@ -575,7 +575,7 @@ func takeLease(t *testing.T, e apptest.Env, ns, holder string) time.Time {
 	t.Helper()
 	leases := e.Kube.CoordinationV1().Leases(ns)
 	var at time.Time
-	apptest.Eventually(t, 10*time.Second, "the Lease to be taken", func(ctx context.Context) (bool, error) {
+	controlplanetest.Eventually(t, 10*time.Second, "the Lease to be taken", func(ctx context.Context) (bool, error) {
 		l, err := leases.Get(ctx, lease, metav1.GetOptions{})
 		if err != nil {
 			return false, err

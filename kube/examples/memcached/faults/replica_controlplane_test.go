@@ -30,7 +30,7 @@ import (
 	"github.com/z5labs/humus/controlplane"
 	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/kube/examples/appconfig"
-	"github.com/z5labs/humus/kube/examples/internal/apptest"
+	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
@@ -220,7 +220,7 @@ func startReplica(t *testing.T, e apptest.Env, ns, id string, s settings) *repli
 		appconfig.EnvPodNamespace+"="+ns,
 		appconfig.EnvPodName+"="+id,
 		appconfig.EnvWatchNS+"="+ns,
-		appconfig.EnvProbesAddr+"="+apptest.FreeAddr(t),
+		appconfig.EnvProbesAddr+"="+controlplanetest.FreeAddr(t),
 		appconfig.EnvWorkers+"="+strconv.Itoa(s.Workers),
 		appconfig.EnvLeaseDuration+"="+s.LeaseDuration.String(),
 		appconfig.EnvRenewDeadline+"="+s.RenewDeadline.String(),

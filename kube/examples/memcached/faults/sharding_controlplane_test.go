@@ -18,7 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/z5labs/humus/controlplane/controlplanetest"
-	"github.com/z5labs/humus/kube/examples/internal/apptest"
+	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
@@ -184,7 +184,7 @@ func waitView(t *testing.T, e apptest.Env, ns string, ids ...string) time.Time {
 	t.Helper()
 	ids = slices.Sorted(slices.Values(ids))
 	want := strings.Join(ids, ",")
-	apptest.Eventually(t, 30*time.Second, "the members "+want+" to agree on their view", func(ctx context.Context) (bool, error) {
+	controlplanetest.Eventually(t, 30*time.Second, "the members "+want+" to agree on their view", func(ctx context.Context) (bool, error) {
 		l, err := e.Kube.CoordinationV1().Leases(ns).List(ctx, metav1.ListOptions{LabelSelector: shardOf})
 		if err != nil || len(l.Items) != len(ids) {
 			return false, err

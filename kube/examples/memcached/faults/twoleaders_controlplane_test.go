@@ -24,7 +24,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
-	"github.com/z5labs/humus/kube/examples/internal/apptest"
+	"github.com/z5labs/humus/controlplane/controlplanetest"
+	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
@@ -49,7 +50,7 @@ func testNeverTwoLeaders(t *testing.T, e apptest.Env) {
 		names := createMemcacheds(t, e, ns, 40, 1)
 		waitConverged(t, e, ns, names)
 		// The webhook answers the leader's renewals until it holds them.
-		apptest.Eventually(t, 30*time.Second, "the webhook to see a renewal", func(context.Context) (bool, error) {
+		controlplanetest.Eventually(t, 30*time.Second, "the webhook to see a renewal", func(context.Context) (bool, error) {
 			return hook.seen.Load() > 0, nil
 		})
 		stop := keepResizing(t, e, ns, names)
@@ -89,7 +90,7 @@ func testNeverTwoLeaders(t *testing.T, e apptest.Env) {
 		e.WaitHolder(t, 60*time.Second, ns, lease, "replica-1")
 		acquired := acquireTime(t, e, ns)
 		// Let the new leader work a moment, as the old one sleeps on.
-		apptest.Eventually(t, 30*time.Second, "replica-1 to reconcile", func(context.Context) (bool, error) {
+		controlplanetest.Eventually(t, 30*time.Second, "replica-1 to reconcile", func(context.Context) (bool, error) {
 			return r1.count("reconcile-start", "") > 0, nil
 		})
 		// The fault's length, past LeaseDuration as the 25s was
