@@ -305,15 +305,22 @@ func (c *Controller) catchUp(ctx context.Context, cs *caches) error {
 // waitCurrent waits, until ctx ends, until the
 // resource's cache holds what the API server holds now: it lists the
 // resource with a quorum read (the informer's namespace and label
-// selector, 500 objects a page) and waits until the cache holds each
-// listed object at its listed resourceVersion or a newer one, and holds
-// no object the list lacks unless it is newer than the list (created
-// since). An open watch alone doesn't say it: the reflector's list may
-// not be stored yet, or events may still be on their way. A refused list
-// is tried again every second. resourceVersions are compared as the
-// integers kube-apiserver makes them, and only for equality when either
-// isn't one. It returns an error, naming timeout, with how many objects
-// the cache still lacks.
+// selector, 500 objects a page) and waits until the cache has passed the
+// list (cachePassed): its informer has stored every event up to the
+// list's resourceVersion, so it holds every listed object at that version
+// or a newer one, or deleted since. Until then, it judges object by
+// object: the cache is current once it holds each listed object at its
+// listed resourceVersion or a newer one, and holds no object the list
+// lacks unless it is newer than the list (created since). A listed object
+// the cache lacks, deleted since the list (its DELETED event handled
+// first), is current only once the cache has passed the list: judged by
+// the version alone it never was, and under create/delete churn a new
+// leader gave the Lease up after CatchUpTimeout. An open watch alone
+// doesn't say it: the reflector's list may not be stored yet, or events
+// may still be on their way. A refused list is tried again every second.
+// resourceVersions are compared as the integers kube-apiserver makes
+// them, and only for equality when either isn't one. It returns an error,
+// naming timeout, with how many objects the cache still lacks.
 func (c *Controller) waitCurrent(ctx context.Context, indexer cache.Indexer, timeout time.Duration) error {
 	fail := func(what string) error {
 		return fmt.Errorf("kube: the cache of %s has not caught up with the API server within %v: %s", c.gvr, timeout, what)
@@ -336,6 +343,9 @@ func (c *Controller) waitCurrent(ctx context.Context, indexer cache.Indexer, tim
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		if cachePassed(indexer, listRV, len(pending) > 0) {
+			return nil
+		}
 		for key, rv := range pending {
 			if newerOrSame(cachedVersion(indexer, key).resourceVersion, rv) {
 				delete(pending, key)
@@ -358,6 +368,31 @@ func (c *Controller) waitCurrent(ctx context.Context, indexer cache.Indexer, tim
 		case <-tick.C:
 		}
 	}
+}
+
+// cachePassed reports whether the informer whose cache is indexer has
+// stored every event up to the list's resourceVersion listRV: its store's
+// resourceVersion (client-go's LastStoreSyncResourceVersion, which each
+// stored event, list and bookmark moves on) has reached listRV or, where
+// the store doesn't keep one (client-go's AtomicFIFO feature gate off),
+// scan is set and the cache holds an object newer than the list. An
+// informer stores events in the order the API server sent them, so either
+// way every change the list saw is in the cache. Both resourceVersions
+// must be the integers kube-apiserver makes them, or the cache has not
+// passed.
+func cachePassed(indexer cache.Indexer, listRV string, scan bool) bool {
+	if a, b, ok := versions(indexer.LastStoreSyncResourceVersion(), listRV); ok {
+		return a >= b
+	}
+	if !scan {
+		return false
+	}
+	for _, key := range indexer.ListKeys() {
+		if a, b, ok := versions(cachedVersion(indexer, key).resourceVersion, listRV); ok && a > b {
+			return true
+		}
+	}
+	return false
 }
 
 // cachedVersion is the uid and resourceVersion of the object indexer
