@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -40,11 +41,19 @@ import (
 //
 // No key is reconciled by two members at once. Each member publishes on
 // its Lease the view it has acknowledged, the identities of the members
-// it sees live; a member takes keys only while every live member it sees
-// has acknowledged the view it has, and before it acknowledges a new view
-// it stops taking the keys it loses there and waits for their reconciles
-// in flight. While a view changes, a member takes no key at all: about
-// one Lease write and one watch event, unless a member is slow to notice.
+// it sees live; a member takes the keys it gains in a view only once
+// every live member it sees has acknowledged that view, and before it
+// acknowledges a new view it stops taking the keys it loses there and
+// waits for their reconciles in flight. While a view changes, each member
+// goes on with the keys that stay its own, and the keys that move wait:
+// about one Lease write and one watch event, unless a member is slow to
+// notice or a reconcile of a key that moves is slow. That wait is bounded
+// by LeaseDuration, the time a crashed member's keys wait: a reconcile of
+// a key that moves still running then has its context cancelled, the
+// controller sends none of its applies from then on, and its member
+// acknowledges the view without waiting for it to return, so the key's
+// new owner may reconcile it while a Reconciler that ignores its context
+// runs on (as a leader's may after a lost Lease).
 // A member that stops renewing stops working RenewDeadline after its last
 // renewal, as a leader does, and the others take its keys once they have
 // seen its Lease unrenewed for LeaseDuration and a Get of it confirms it;
@@ -86,6 +95,11 @@ const (
 // errLeaseDeleted is why a member stopped when its Lease was deleted by
 // someone else.
 var errLeaseDeleted = errors.New("kube: the member's Lease was deleted")
+
+// errKeyMoved is the cause of a reconcile's context cancelled because its
+// key moved to another member and the reconcile outlasted the view
+// change's bound, LeaseDuration.
+var errKeyMoved = errors.New("kube: the key moved to another member, and its reconcile outlasted the view change by LeaseDuration")
 
 // errSameIdentity is why a member stopped when another process of its
 // identity took its Lease over.
@@ -198,6 +212,7 @@ type member struct {
 	inst      shardInstruments
 	attrs     metric.MeasurementOption
 	onLost    func()
+	log       *slog.Logger
 
 	wake chan struct{} // a change worth a step
 
@@ -207,7 +222,16 @@ type member struct {
 	active   bool                  // every live member has acknowledged acked
 	owned    view                  // the view the keys were last taken under
 	hasOwned bool
-	inflight map[string]int
+	// want is the view of the members live now, which the member
+	// acknowledges next; since, the views it acknowledged while not
+	// active, after owned. While not active, it takes only the keys that
+	// are its own in all of them (keeps).
+	want     view
+	since    []view
+	inflight map[string]*take
+	// moving is when a reconcile in flight of a key that moves first held
+	// the acknowledgement of want; zero when none does.
+	moving   time.Time
 	dropped  map[string]struct{} // keys not taken while no view was agreed
 	peers    map[string]*peer    // by Lease name, without own
 	deadline time.Time
@@ -257,8 +281,9 @@ func (c *Controller) newMember(parent context.Context, cs *caches) (*member, err
 		inst:      inst,
 		attrs:     controllerAttr(c.settings.Name),
 		onLost:    c.forceStop,
+		log:       c.tel.log,
 		wake:      make(chan struct{}, 1),
-		inflight:  map[string]int{},
+		inflight:  map[string]*take{},
 		dropped:   map[string]struct{}{},
 		peers:     map[string]*peer{},
 	}
@@ -482,9 +507,11 @@ func (m *member) run(ctx context.Context) {
 }
 
 // step confirms the members that look expired, acknowledges the view of
-// the live members once the keys it loses there are no longer in flight,
-// and takes keys once every live member has acknowledged it. It returns
-// when the next member would expire, or 0.
+// the live members once the keys it loses there are no longer in flight
+// (or their reconciles have outlasted LeaseDuration, and are cancelled),
+// and takes the keys it gains once every live member has acknowledged it.
+// It returns how long until it has to look again (the next member would
+// expire, or a reconcile of a key that moves outlasts its bound), or 0.
 func (m *member) step(ctx context.Context) time.Duration {
 	m.confirmExpired(ctx)
 
@@ -496,13 +523,16 @@ func (m *member) step(ctx context.Context) time.Duration {
 		}
 	}
 	want := newView(live)
+	m.want = want
 	if want.key != m.acked.key {
 		m.active = false
-		for key := range m.inflight {
-			if want.owner(key) != m.id {
-				m.mu.Unlock()
-				return m.nextExpiry() // end() wakes the step
+		if wait := m.releaseLocked(ctx, want); wait > 0 {
+			m.mu.Unlock()
+			// end() wakes the step sooner.
+			if next := m.nextExpiry(); next > 0 && next < wait {
+				return next
 			}
+			return wait
 		}
 		m.mu.Unlock()
 		if err := m.write(ctx, want); err != nil {
@@ -521,6 +551,7 @@ func (m *member) step(ctx context.Context) time.Duration {
 		m.active = false
 	} else if !m.active {
 		m.active = true
+		m.since = nil
 		for _, key := range m.objects.ListKeys() {
 			if m.acked.owner(key) != m.id {
 				continue
@@ -541,6 +572,39 @@ func (m *member) step(ctx context.Context) time.Duration {
 		m.record(ctx)
 	}
 	return m.nextExpiry()
+}
+
+// releaseLocked checks that no reconcile is in flight of a key that
+// isn't the member's own in want, so that it can acknowledge want. While
+// some are, it returns how long they may still take; once they have
+// outlasted LeaseDuration from when the first held the acknowledgement,
+// it cancels them with errKeyMoved, forgets them, and returns 0.
+func (m *member) releaseLocked(ctx context.Context, want view) time.Duration {
+	var moving []string
+	for key := range m.inflight {
+		if want.owner(key) != m.id {
+			moving = append(moving, key)
+		}
+	}
+	if len(moving) == 0 {
+		m.moving = time.Time{}
+		return 0
+	}
+	if m.moving.IsZero() {
+		m.moving = time.Now()
+	}
+	if wait := m.le.LeaseDuration - time.Since(m.moving); wait > 0 {
+		return wait
+	}
+	slices.Sort(moving)
+	for _, key := range moving {
+		m.inflight[key].cancel(errKeyMoved)
+		delete(m.inflight, key)
+	}
+	m.moving = time.Time{}
+	m.log.WarnContext(ctx, "cancelled reconciles of keys that moved to another member", "controller", m.name,
+		"keys", strings.Join(moving, ","), "after", m.le.LeaseDuration.String())
+	return 0
 }
 
 // confirmExpired Gets the Lease of each member unchanged for LeaseDuration
@@ -654,6 +718,9 @@ func (m *member) write(ctx context.Context, v view) error {
 	}
 	m.mu.Lock()
 	if m.lost == nil {
+		if v.key != m.acked.key {
+			m.since = append(m.since, v)
+		}
 		m.acked = v
 	}
 	m.mu.Unlock()
@@ -734,32 +801,59 @@ func (m *member) lostCause() error {
 	return m.lost
 }
 
-// begin reports whether the member takes key now: its Lease is valid,
-// every live member has acknowledged its view, and key is its own there.
-// A key taken must be handed to end once its reconcile has returned.
-func (m *member) begin(key string) bool {
+// take is a key a member has taken: its reconcile's context's cancel.
+type take struct {
+	cancel context.CancelCauseFunc
+}
+
+// begin reports whether the member takes key now, and returns the
+// reconcile's context, derived from ctx: its Lease is valid, and key is
+// its own in the view every live member has acknowledged or, while a view
+// changes, in every view since the last agreed one (keeps). A key taken
+// must be handed to end, with its take, once its reconcile has returned.
+func (m *member) begin(ctx context.Context, key string) (context.Context, *take, bool) {
 	if m.valid() != nil {
-		return false
+		return nil, nil, false
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.active {
+	if m.active && m.acked.owner(key) != m.id {
+		return nil, nil, false
+	}
+	if !m.active && !m.keeps(key) {
 		m.dropped[key] = struct{}{}
+		return nil, nil, false
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	t := &take{cancel: cancel}
+	m.inflight[key] = t
+	return ctx, t, true
+}
+
+// keeps reports whether key is the member's own in the view it last
+// took keys under, in every view it has acknowledged since, and in the
+// view it acknowledges next: no other member takes it in any of them,
+// and it doesn't hold the next acknowledgement. m.mu is held.
+func (m *member) keeps(key string) bool {
+	if !m.hasOwned || m.owned.owner(key) != m.id || m.want.owner(key) != m.id {
 		return false
 	}
-	if m.acked.owner(key) != m.id {
-		return false
+	for _, v := range m.since {
+		if v.owner(key) != m.id {
+			return false
+		}
 	}
-	m.inflight[key]++
 	return true
 }
 
-func (m *member) end(key string) {
+// end ends t, key's take, once its reconcile has returned.
+func (m *member) end(key string, t *take) {
 	m.mu.Lock()
-	if m.inflight[key]--; m.inflight[key] <= 0 {
+	if m.inflight[key] == t {
 		delete(m.inflight, key)
 	}
 	m.mu.Unlock()
+	t.cancel(nil)
 	m.poke()
 }
 
@@ -817,19 +911,21 @@ func (m *member) leave(ctx context.Context) {
 	_ = m.leases.Delete(ctx, m.leaseName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &got.UID, ResourceVersion: &got.ResourceVersion}})
 }
 
-// takeKey reports whether a worker of ctx reconciles key: always without
-// Sharding, and with it only if the member takes it (begin). A key not
-// taken is forgotten by the queue: its owner has it. done ends the take.
-func takeKey(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], key string) (done func(), ok bool) {
+// takeKey reports whether a worker of ctx reconciles key, and returns
+// the reconcile's context: ctx itself without Sharding, and with it one
+// the member may cancel, if the member takes key (begin). A key not taken
+// is forgotten by the queue: its owner has it. done ends the take.
+func takeKey(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], key string) (rctx context.Context, done func(), ok bool) {
 	m, isMember := ctx.Value(leaseKey{}).(*member)
 	if !isMember {
-		return func() {}, true
+		return ctx, func() {}, true
 	}
-	if !m.begin(key) {
+	rctx, t, ok := m.begin(ctx, key)
+	if !ok {
 		queue.Forget(key)
-		return nil, false
+		return nil, nil, false
 	}
-	return func() { m.end(key) }, true
+	return rctx, func() { m.end(key, t) }, true
 }
 
 // serveShard is lead with Sharding on: the replica joins as a member,
