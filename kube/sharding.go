@@ -673,9 +673,17 @@ func (m *member) nextExpiry() time.Duration {
 }
 
 // write renews the member's Lease with v as its acknowledged view. A
-// Lease deleted or taken by another is lost.
+// Lease deleted or taken by another is lost, and so is one whose deadline
+// has passed by the clock now, unsent: after a pause past LeaseDuration
+// (SIGSTOP, a frozen VM, CPU starvation) the renewal's timer can fire
+// before the deadline's, and a renewal sent then would succeed, and give
+// the member a fresh deadline, while the others have confirmed its Lease
+// expired and taken its keys.
 func (m *member) write(ctx context.Context, v view) error {
 	m.mu.Lock()
+	if m.lost == nil && !m.deadline.IsZero() && !time.Now().Before(m.deadline) {
+		m.loseLocked(errLeaseExpired)
+	}
 	if m.lost != nil {
 		m.mu.Unlock()
 		return m.lost
@@ -729,10 +737,14 @@ func (m *member) write(ctx context.Context, v view) error {
 }
 
 // renewed moves the member's deadline to start+RenewDeadline, unless the
-// Lease was lost meanwhile.
+// Lease was lost meanwhile or the renewal started at or after the
+// deadline, too late: another member may have taken its keys by then.
 func (m *member) renewed(start time.Time, got *coordinationv1.Lease) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.lost == nil && !m.deadline.IsZero() && !start.Before(m.deadline) {
+		m.loseLocked(errLeaseExpired)
+	}
 	if m.lost != nil {
 		return
 	}

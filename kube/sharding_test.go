@@ -936,3 +936,37 @@ func TestASlowReconcileOfAKeyThatMovesStopsNoMember(t *testing.T) {
 		require.NoError(t, m1.stop(t))
 	})
 }
+
+// TestAMemberPastItsDeadlineDoesntRenew renews a member's Lease after a
+// pause past LeaseDuration, when its renewal's timer fires before its
+// deadline's (as after SIGSTOP, a frozen VM or CPU starvation; here the
+// deadline's timer is stopped by hand): the renewal is not sent, and the
+// member has lost its Lease. It used to succeed, and the member worked on
+// with a fresh deadline while the others had taken its keys.
+func TestAMemberPastItsDeadlineDoesntRenew(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t)
+		le := testSettings().LeaderElection
+		m := &member{
+			id: "m1", instance: "instance-1", name: controllerName, leaseName: controllerName + "-m1",
+			ns: leaseNamespace, le: le, leases: f.kube.CoordinationV1().Leases(leaseNamespace),
+		}
+		m.ctx, m.cancel = context.WithCancelCause(context.Background())
+		ctx := context.Background()
+		require.NoError(t, m.create(ctx))
+		require.NoError(t, m.write(ctx, newView([]string{"m1"})), "a renewal within the deadline")
+		require.NoError(t, m.valid())
+		renewed := f.kube.Actions()
+
+		// The process pauses past LeaseDuration; on waking, the renewal's
+		// timer runs before the deadline's.
+		m.mu.Lock()
+		m.timer.Stop()
+		m.mu.Unlock()
+		time.Sleep(le.LeaseDuration + time.Second)
+		require.ErrorIs(t, m.write(ctx, newView([]string{"m1"})), errLeaseExpired)
+		require.ErrorIs(t, m.valid(), errLeaseExpired, "the member works on")
+		require.ErrorIs(t, m.lostCause(), errLeaseExpired)
+		require.Len(t, f.kube.Actions(), len(renewed), "a renewal was sent past the deadline")
+	})
+}
