@@ -199,6 +199,10 @@ type peer struct {
 // member is a replica of a controller with Sharding on: its Lease, what it
 // knows of the others', and which keys it may reconcile.
 type member struct {
+	// The deadline and the loss; begun once the member's Lease is
+	// created, and its onLost cancels the reconciles in flight.
+	*tenure
+
 	id        string
 	instance  string // this process's, on its Lease
 	name      string // Settings.Name, the Leases' label
@@ -211,7 +215,6 @@ type member struct {
 	objects   cache.Indexer
 	inst      shardInstruments
 	attrs     metric.MeasurementOption
-	onLost    func()
 	log       *slog.Logger
 
 	wake chan struct{} // a change worth a step
@@ -231,14 +234,9 @@ type member struct {
 	inflight map[string]*take
 	// moving is when a reconcile in flight of a key that moves first held
 	// the acknowledgement of want; zero when none does.
-	moving   time.Time
-	dropped  map[string]struct{} // keys not taken while no view was agreed
-	peers    map[string]*peer    // by Lease name, without own
-	deadline time.Time
-	timer    *time.Timer
-	lost     error
-	ctx      context.Context // ends when the Lease is lost
-	cancel   context.CancelCauseFunc
+	moving  time.Time
+	dropped map[string]struct{} // keys not taken while no view was agreed
+	peers   map[string]*peer    // by Lease name, without own
 }
 
 // shardInstruments are a member's figures of what it owns.
@@ -280,14 +278,13 @@ func (c *Controller) newMember(parent context.Context, cs *caches) (*member, err
 		objects:   cs.resource.GetIndexer(),
 		inst:      inst,
 		attrs:     controllerAttr(c.settings.Name),
-		onLost:    c.forceStop,
+		tenure:    newTenure(parent, le.RenewDeadline, c.forceStop),
 		log:       c.tel.log,
 		wake:      make(chan struct{}, 1),
 		inflight:  map[string]*take{},
 		dropped:   map[string]struct{}{},
 		peers:     map[string]*peer{},
 	}
-	m.ctx, m.cancel = context.WithCancelCause(context.WithoutCancel(parent))
 	selector := shardLabel + "=" + c.settings.Name
 	m.informer = coordinationinformers.NewFilteredLeaseInformer(c.clients.kube, le.Namespace, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = selector })
@@ -680,14 +677,10 @@ func (m *member) nextExpiry() time.Duration {
 // the member a fresh deadline, while the others have confirmed its Lease
 // expired and taken its keys.
 func (m *member) write(ctx context.Context, v view) error {
+	if err := m.current(); err != nil {
+		return err
+	}
 	m.mu.Lock()
-	if m.lost == nil && !m.deadline.IsZero() && !time.Now().Before(m.deadline) {
-		m.loseLocked(errLeaseExpired)
-	}
-	if m.lost != nil {
-		m.mu.Unlock()
-		return m.lost
-	}
 	l := m.own.DeepCopy()
 	m.mu.Unlock()
 	now := metav1.NewMicroTime(time.Now())
@@ -725,7 +718,7 @@ func (m *member) write(ctx context.Context, v view) error {
 		return err
 	}
 	m.mu.Lock()
-	if m.lost == nil {
+	if m.lostErr() == nil {
 		if v.key != m.acked.key {
 			m.since = append(m.since, v)
 		}
@@ -736,81 +729,19 @@ func (m *member) write(ctx context.Context, v view) error {
 	return nil
 }
 
-// renewed moves the member's deadline to start+RenewDeadline, unless the
-// Lease was lost meanwhile or the renewal started at or after the
-// deadline, too late: another member may have taken its keys by then.
+// renewed records the member's Lease write that started at start and
+// succeeded, got: its deadline moves to start+RenewDeadline, unless the
+// Lease was lost meanwhile or the write started at or after the deadline,
+// too late (see tenure); the first begins its tenure.
 func (m *member) renewed(start time.Time, got *coordinationv1.Lease) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.lost == nil && !m.deadline.IsZero() && !start.Before(m.deadline) {
-		m.loseLocked(errLeaseExpired)
-	}
-	if m.lost != nil {
+	m.tenure.renewed(start)
+	if m.lostErr() != nil {
 		return
 	}
+	m.mu.Lock()
 	m.own = got
-	m.deadline = start.Add(m.le.RenewDeadline)
-	if m.timer == nil {
-		m.timer = time.AfterFunc(time.Until(m.deadline), m.expire)
-	} else {
-		m.timer.Reset(time.Until(m.deadline))
-	}
-}
-
-func (m *member) expire() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.lost == nil && !time.Now().Before(m.deadline) {
-		m.loseLocked(errLeaseExpired)
-	}
-}
-
-func (m *member) lose(cause error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.loseLocked(cause)
-}
-
-func (m *member) loseLocked(cause error) {
-	if m.lost != nil {
-		return
-	}
-	m.lost = cause
-	m.active = false
-	if m.timer != nil {
-		m.timer.Stop()
-	}
-	m.cancel(cause)
-	if m.onLost != nil && cause != errNotLeading {
-		go m.onLost()
-	}
-}
-
-// valid returns nil while the member may work: its Lease is neither lost
-// nor past its deadline, by the clock now.
-func (m *member) valid() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	switch {
-	case m.lost != nil:
-		return m.lost
-	case m.deadline.IsZero():
-		return errNotLeading
-	case !time.Now().Before(m.deadline):
-		m.loseLocked(errLeaseExpired)
-		return errLeaseExpired
-	}
-	return nil
-}
-
-// lostCause is why the Lease was lost, or nil.
-func (m *member) lostCause() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.lost == errNotLeading {
-		return nil
-	}
-	return m.lost
+	m.mu.Unlock()
+	m.commence()
 }
 
 // take is a key a member has taken: its reconcile's context's cancel.
@@ -872,7 +803,7 @@ func (m *member) end(key string, t *take) {
 // record records the keys the member owns and the members in its view.
 func (m *member) record(ctx context.Context) {
 	m.mu.Lock()
-	v, active := m.acked, m.active
+	v, active := m.acked, m.active && m.lostErr() == nil
 	m.mu.Unlock()
 	var n int64
 	if active {
@@ -891,7 +822,7 @@ func (m *member) record(ctx context.Context) {
 // both within RetryPeriod. A lost Lease is left alone.
 func (m *member) leave(ctx context.Context) {
 	m.mu.Lock()
-	if m.lost != nil || m.own == nil {
+	if m.lostErr() != nil || m.own == nil {
 		m.mu.Unlock()
 		return
 	}

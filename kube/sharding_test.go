@@ -951,7 +951,7 @@ func TestAMemberPastItsDeadlineDoesntRenew(t *testing.T) {
 			id: "m1", instance: "instance-1", name: controllerName, leaseName: controllerName + "-m1",
 			ns: leaseNamespace, le: le, leases: f.kube.CoordinationV1().Leases(leaseNamespace),
 		}
-		m.ctx, m.cancel = context.WithCancelCause(context.Background())
+		m.tenure = newTenure(context.Background(), le.RenewDeadline, nil)
 		ctx := context.Background()
 		require.NoError(t, m.create(ctx))
 		require.NoError(t, m.write(ctx, newView([]string{"m1"})), "a renewal within the deadline")
@@ -960,9 +960,9 @@ func TestAMemberPastItsDeadlineDoesntRenew(t *testing.T) {
 
 		// The process pauses past LeaseDuration; on waking, the renewal's
 		// timer runs before the deadline's.
-		m.mu.Lock()
-		m.timer.Stop()
-		m.mu.Unlock()
+		m.tenure.mu.Lock()
+		m.tenure.timer.Stop()
+		m.tenure.mu.Unlock()
 		time.Sleep(le.LeaseDuration + time.Second)
 		require.ErrorIs(t, m.write(ctx, newView([]string{"m1"})), errLeaseExpired)
 		require.ErrorIs(t, m.valid(), errLeaseExpired, "the member works on")
