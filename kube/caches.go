@@ -27,9 +27,8 @@ type caches struct {
 	synced   []cache.DoneChecker
 	watches  []*watchHealth // one per informer, in all's order
 
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	stopOnce sync.Once
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // startCaches builds the informers and their queue, and runs them until
@@ -144,19 +143,17 @@ func (cs *caches) stale() error {
 	return errors.Join(errs...)
 }
 
-// stop shuts the queue down, stops the informers, and waits for them. It
-// does so once, however often it is called.
+// stop shuts the queue down, stops the informers, and waits for them.
+// Serve calls it once, last (teardown); startCaches, on a failure.
 func (cs *caches) stop() {
-	cs.stopOnce.Do(func() {
-		cs.queue.ShutDown()
-		cs.cancel()
-		cs.wg.Wait()
-		for _, h := range cs.watches {
-			if h != nil {
-				h.stop()
-			}
+	cs.queue.ShutDown()
+	cs.cancel()
+	cs.wg.Wait()
+	for _, h := range cs.watches {
+		if h != nil {
+			h.stop()
 		}
-	})
+	}
 }
 
 // watchHealth is what an informer's lists and watches say of its cache:

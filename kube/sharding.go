@@ -94,21 +94,21 @@ func shardLeaseName(s Settings) string { return s.Name + "-" + s.LeaderElection.
 // serveShard is lead with Sharding on: the replica joins as a member,
 // and its workers reconcile the keys it owns, until ctx ends, its Lease is
 // lost, or the resource is no longer served. Then it stops the workers,
-// lets the reconciles in flight finish, releases its Lease (unless lost),
-// and stops the informers.
-func (c *Controller) serveShard(ctx, workCtx context.Context, cs *caches, unserved <-chan error) error {
+// letting the reconciles in flight finish, and the member's loop, and
+// releases its Lease (unless lost), in that order, in td; Serve stops the
+// informers after.
+func (c *Controller) serveShard(ctx, workCtx context.Context, cs *caches, td *teardown, unserved <-chan error) error {
 	m, err := c.newMember(workCtx, cs)
 	if err != nil {
-		cs.stop()
 		return err
 	}
 	var bg sync.WaitGroup
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
-	defer func() {
+	stopBackground := func() {
 		stopBg()
 		bg.Wait()
-		cs.stop()
-	}()
+	}
+	defer stopBackground() // a failed join's informer
 	spawn := func(f func(context.Context)) { bg.Go(func() { f(bgCtx) }) }
 	if err := m.join(ctx, spawn); err != nil {
 		if ctx.Err() != nil {
@@ -121,14 +121,15 @@ func (c *Controller) serveShard(ctx, workCtx context.Context, cs *caches, unserv
 
 	w := &workers{c: c, caches: cs, stopping: make(chan struct{})}
 	err = w.work(ctx, context.WithValue(workCtx, leaseKey{}, m), m.ctx, "joined its members", unserved)
-	w.stop()
-	stopBg()
-	bg.Wait()
+	// leave releases the Lease unless it was lost.
+	td.stopWork(w.stop, func() {
+		stopBackground()
+		m.leave(ctx)
+	})
 	if cause := m.lostCause(); cause != nil {
 		c.tel.log.WarnContext(ctx, "lost the lease", "controller", c.settings.Name, "cause", cause.Error())
 		return ErrLostLeadership
 	}
-	m.leave(ctx)
 	return err
 }
 
