@@ -24,12 +24,12 @@ import (
 // another object of the same name: the API server's patch handler refuses
 // "uid mismatch".
 func (c *Controller) applyJSON(u *cachedObject, md map[string]any, field string, value json.RawMessage) ([]byte, error) {
-	m := map[string]any{"name": u.name}
-	if u.namespace != "" {
-		m["namespace"] = u.namespace
+	m := map[string]any{"name": u.GetName()}
+	if u.GetNamespace() != "" {
+		m["namespace"] = u.GetNamespace()
 	}
-	if u.uid != "" {
-		m["uid"] = string(u.uid)
+	if u.GetUID() != "" {
+		m["uid"] = string(u.GetUID())
 	}
 	maps.Copy(m, md)
 	obj := map[string]any{
@@ -59,26 +59,30 @@ func (c *Controller) applyMetadata(ctx context.Context, u *cachedObject, md map[
 // applyOwn applies applyJSON to u, or to its subresource ("" for none), by
 // server-side apply under the controller's field manager, forced, as the
 // controller's own write (ownwrites.go). It applies through the
-// cachedClient, which reads only the version of the object the API server
+// cache's client (objcache.Client), which reads only the version of the object the API server
 // returns, or the dynamic client when there is none (client-go's fakes).
 // It returns the API server's error as it is.
 func (c *Controller) applyOwn(ctx context.Context, u *cachedObject, subresource string, applyJSON []byte) error {
 	opts := metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true}
-	return c.own.apply(u.key(), func() (*objectVersion, error) {
+	return c.own.apply(u.Key(), func() (*objectVersion, error) {
 		if cc := c.clients.cached; cc != nil {
-			return cc.apply(ctx, c.gvr, u.namespace, u.name, subresource, applyJSON, opts)
+			v, err := cc.Apply(ctx, c.gvr, u.GetNamespace(), u.GetName(), subresource, applyJSON, opts)
+			if err != nil {
+				return nil, err
+			}
+			return &objectVersion{uid: v.UID, resourceVersion: v.ResourceVersion}, nil
 		}
 		apply := &unstructured.Unstructured{}
 		if err := apply.UnmarshalJSON(applyJSON); err != nil {
 			return nil, err
 		}
-		ri := c.clients.dynamic.Resource(c.gvr).Namespace(u.namespace)
+		ri := c.clients.dynamic.Resource(c.gvr).Namespace(u.GetNamespace())
 		var res *unstructured.Unstructured
 		var err error
 		if subresource == "status" {
-			res, err = ri.ApplyStatus(ctx, u.name, apply, opts)
+			res, err = ri.ApplyStatus(ctx, u.GetName(), apply, opts)
 		} else {
-			res, err = ri.Apply(ctx, u.name, apply, opts)
+			res, err = ri.Apply(ctx, u.GetName(), apply, opts)
 		}
 		if err != nil || res == nil {
 			return nil, err

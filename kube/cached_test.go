@@ -1,6 +1,7 @@
 package kube
 
 import (
+	"github.com/z5labs/humus/kube/internal/objcache"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -17,15 +18,15 @@ func TestTheCacheKeepsAnObjectsJSONWithoutManagedFieldsAndTheMetadataTheControll
 	now := metav1.Unix(1_800_000_000, 0)
 	u.SetDeletionTimestamp(&now)
 
-	obj, err := compactObject(u.DeepCopy())
+	obj, err := objcache.CompactObject(u.DeepCopy())
 	require.NoError(t, err)
 	c, ok := obj.(*cachedObject)
 	require.True(t, ok, "the transform caches a *cachedObject, not a %T", obj)
-	again, err := compactObject(c)
+	again, err := objcache.CompactObject(c)
 	require.NoError(t, err)
 	require.Same(t, c, again, "the transform is idempotent, as client-go asks")
 
-	require.NotContains(t, c.raw, "managedFields")
+	require.NotContains(t, c.Raw(), "managedFields")
 	require.Equal(t, testNamespace+"/w1", must(cache.MetaNamespaceKeyFunc(c)))
 	require.EqualValues(t, "uid-w1", c.GetUID())
 	require.Equal(t, "42", c.GetResourceVersion())
@@ -34,7 +35,7 @@ func TestTheCacheKeepsAnObjectsJSONWithoutManagedFieldsAndTheMetadataTheControll
 	require.True(t, now.Equal(c.GetDeletionTimestamp()))
 
 	var w widget
-	require.NoError(t, c.decode(&w))
+	require.NoError(t, c.Decode(&w))
 	require.Equal(t, "w1", w.Name)
 	require.EqualValues(t, 3, w.Spec.Size)
 	require.Equal(t, []string{widgetFinalizer}, w.Finalizers)
@@ -43,7 +44,7 @@ func TestTheCacheKeepsAnObjectsJSONWithoutManagedFieldsAndTheMetadataTheControll
 	w.Spec.Size = 4
 	w.Finalizers[0] = "changed"
 	var w2 widget
-	require.NoError(t, c.decode(&w2))
+	require.NoError(t, c.Decode(&w2))
 	require.EqualValues(t, 3, w2.Spec.Size, "each decode is its caller's own copy")
 	require.Equal(t, []string{widgetFinalizer}, c.GetFinalizers())
 }
@@ -57,36 +58,34 @@ func TestAnOwnedResourcesCacheKeepsWhatOwnsReads(t *testing.T) {
 		OwnerReferences: []metav1.OwnerReference{ref},
 		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
 	}}
-	obj, err := compactMetadata(m)
+	obj, err := objcache.CompactMetadata(m)
 	require.NoError(t, err)
 	c := obj.(*cachedObject)
-	require.Equal(t, &cachedObject{
-		namespace: testNamespace, name: "child", uid: "uid-child", resourceVersion: "9",
-		rare: &cachedRare{ownerReferences: []metav1.OwnerReference{ref}},
-	}, c)
+	require.Equal(t, testNamespace+"/child", c.Key())
+	require.EqualValues(t, "uid-child", c.GetUID())
+	require.Equal(t, "9", c.GetResourceVersion())
+	require.Equal(t, []metav1.OwnerReference{ref}, c.GetOwnerReferences())
+	require.Nil(t, c.GetLabels(), "nor the labels")
+	require.Nil(t, c.GetAnnotations(), "nor the annotations")
+	require.Nil(t, c.GetManagedFields(), "nor the managed fields")
+	require.Empty(t, c.Raw(), "nor the JSON")
 
 	var w widget
-	require.Error(t, c.decode(&w), "an owned resource's cache holds no JSON")
+	require.Error(t, c.Decode(&w), "an owned resource's cache holds no JSON")
 	key, ok := (&Controller{group: "test.example.com", kind: "Widget", scope: Namespaced}).ownerKey(c)
 	require.True(t, ok)
 	require.Equal(t, testNamespace+"/w1", key)
 }
 
-func TestDecodeCachedDecodesTheObjectAtAKey(t *testing.T) {
+func TestADecodeOfANumberTooLargeForItsFieldNamesTheField(t *testing.T) {
 	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
-	require.NoError(t, indexer.Add(cached(t, newWidget("w1", 3))))
 	require.NoError(t, indexer.Add(cached(t, newWidget("huge", 1<<40))))
-
-	w, exists, err := decodeCached[widget](indexer, testNamespace+"/w1")
+	item, exists, err := indexer.GetByKey(testNamespace + "/huge")
 	require.NoError(t, err)
 	require.True(t, exists)
-	require.EqualValues(t, 3, w.Spec.Size)
-
-	_, exists, err = decodeCached[widget](indexer, testNamespace+"/gone")
-	require.NoError(t, err)
-	require.False(t, exists)
-
-	_, exists, err = decodeCached[narrowWidget](indexer, testNamespace+"/huge")
-	require.True(t, exists)
-	require.ErrorContains(t, err, "field spec.size", "a number too large for its field is an error")
+	var w widget
+	require.NoError(t, item.(*cachedObject).Decode(&w))
+	require.EqualValues(t, 1<<40, w.Spec.Size)
+	var narrow narrowWidget
+	require.ErrorContains(t, item.(*cachedObject).Decode(&narrow), "field spec.size", "a number too large for its field is an error")
 }

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"fmt"
+	"github.com/z5labs/humus/kube/internal/objcache"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -38,7 +39,7 @@ func TestTheCachedClientsInformerSyncsOnAWatchListAndCachesEachObject(t *testing
 		<-r.Context().Done()
 	}))
 	defer srv.Close()
-	cc, err := newCachedClient(&rest.Config{Host: srv.URL})
+	cc, err := objcache.NewClient(&rest.Config{Host: srv.URL})
 	require.NoError(t, err)
 	inf, err := newResourceInformer(clients{cached: cc}, nil, schema.GroupVersionResource{Group: "test.example.com", Version: "v1", Resource: "widgets"}, "default", "", 0)
 	require.NoError(t, err)
@@ -51,8 +52,8 @@ func TestTheCachedClientsInformerSyncsOnAWatchListAndCachesEachObject(t *testing
 	require.NoError(t, err)
 	require.True(t, ok)
 	c := item.(*cachedObject)
-	require.Equal(t, "5", c.resourceVersion)
-	require.NotContains(t, c.raw, "managedFields")
+	require.Equal(t, "5", c.GetResourceVersion())
+	require.NotContains(t, c.Raw(), "managedFields")
 	cancel()
 	<-done
 }

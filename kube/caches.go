@@ -15,6 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
 // caches are a controller's informers, the resource's and each owned
@@ -69,7 +71,7 @@ func (c *Controller) startCaches(ctx context.Context, unserved chan<- error) (*c
 	errs := []error{add(cs.resource, err, rw, c.objectHandler(cs.queue))}
 	for _, o := range c.owns {
 		h := newWatchHealth(o.gvr.String(), c.settings.WatchTimeout, nil)
-		inf, err := newMetadataInformer(c.clients.metadata, h, o.gvr, ns, o.selector, compactMetadata)
+		inf, err := newMetadataInformer(c.clients.metadata, h, o.gvr, ns, o.selector, objcache.CompactMetadata)
 		if err == nil {
 			c.cache(o.gvr, inf)
 		}
@@ -412,7 +414,7 @@ func (c *Controller) listVersions(ctx context.Context) (map[string]string, strin
 	opts := metav1.ListOptions{Limit: 500, LabelSelector: c.settings.LabelSelector}
 	if cc := c.clients.cached; cc != nil {
 		for {
-			listRV, next, err := cc.versions(ctx, c.gvr, c.settings.Namespace, opts, versions)
+			listRV, next, err := cc.Versions(ctx, c.gvr, c.settings.Namespace, opts, versions)
 			if err != nil {
 				return nil, "", err
 			}

@@ -14,6 +14,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+
+	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
 // Reconciler brings the cluster to what an object's spec declares.
@@ -118,7 +120,7 @@ var _ humus.Service = (*Controller)(nil)
 // through newController, the unexported seam.
 type clients struct {
 	dynamic  dynamic.Interface    // the resource itself, and its status and finalizer applies
-	cached   *cachedClient        // the resource's list and watch; nil for fakes, which use dynamic
+	cached   *objcache.Client     // the resource's list and watch; nil for fakes, which use dynamic
 	metadata metadata.Interface   // the owned resources, through Owns
 	kube     kubernetes.Interface // the Lease
 
@@ -144,7 +146,7 @@ func connect(c *Client) (clients, error) {
 	dyn, err1 := dynamic.NewForConfig(cfg)
 	md, err2 := metadata.NewForConfig(cfg)
 	kc, err3 := kubernetes.NewForConfig(cfg)
-	cc, err4 := newCachedClient(cfg)
+	cc, err4 := objcache.NewClient(cfg)
 	if err := errors.Join(err1, err2, err3, err4); err != nil {
 		return clients{}, fmt.Errorf("kube: building the controller's clients: %w", err)
 	}
@@ -268,7 +270,7 @@ func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.Grou
 		done:      make(chan struct{}),
 	}
 	t.c = c
-	t.fastDecode = fastDecodable(reflect.TypeFor[T](), map[reflect.Type]bool{})
+	t.fastDecode = objcache.FastDecodable(reflect.TypeFor[T]())
 	c.typed = t
 	return c, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/z5labs/humus/kube/internal/objcache"
 	"runtime"
 	"strings"
 	"syscall"
@@ -152,7 +153,7 @@ func cachedJSON(b testing.TB, u *unstructured.Unstructured) []byte {
 	b.Helper()
 	o, err := newCachedObject(u.DeepCopy())
 	require.NoError(b, err)
-	return []byte(o.raw)
+	return []byte(o.Raw())
 }
 
 // BenchmarkReconcileOverhead measures what the controller adds to each
@@ -187,7 +188,7 @@ func BenchmarkReconcileOverhead(b *testing.B) {
 	}
 	b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "CPU-ns/op")
 	b.ReportMetric(float64(served), "JSON-B-served")
-	b.ReportMetric(float64(len(o.raw)), "JSON-B-cached")
+	b.ReportMetric(float64(len(o.Raw())), "JSON-B-cached")
 }
 
 // processCPU is the CPU time the process has used, user and system, in
@@ -221,7 +222,7 @@ func BenchmarkDecode(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			var obj benchObject
-			if err := o.decode(&obj); err != nil {
+			if err := o.Decode(&obj); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -272,12 +273,11 @@ func BenchmarkCachedObjectBytes(b *testing.B) {
 					obj.(*unstructured.Unstructured).SetManagedFields(nil)
 					return obj, nil
 				}, nil},
-				{"cachedObject", compactObject, nil},
+				{"cachedObject", objcache.CompactObject, nil},
 				// What the controller's cache holds: read straight
-				// from the API server's JSON (cachedjson.go).
+				// from the API server's JSON (package objcache).
 				{"cachedObject from JSON", nil, func(raw []byte) (any, error) {
-					s, err := cachedFromJSON(raw)
-					return s.obj, err
+					return objcache.ObjectFromJSON(raw)
 				}},
 			} {
 				b.Run(fmt.Sprintf("%s/N=%d/%s", obj.name, n, form.name), func(b *testing.B) {

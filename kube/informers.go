@@ -12,6 +12,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
 // The Controller's informers are client-go's dynamicinformer and
@@ -30,16 +32,16 @@ func newResourceInformer(cl clients, h *watchHealth, gvr schema.GroupVersionReso
 	opts := cache.SharedIndexInformerOptions{ResyncPeriod: resync, ObjectDescription: gvr.String()}
 	if cc := cl.cached; cc != nil {
 		return newInformer(cc, h,
-			func(ctx context.Context, o metav1.ListOptions) (*cachedList, error) {
-				return cc.list(ctx, gvr, namespace, o)
+			func(ctx context.Context, o metav1.ListOptions) (*objcache.List, error) {
+				return cc.List(ctx, gvr, namespace, o)
 			},
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-				return cc.watch(ctx, gvr, namespace, o)
+				return cc.Watch(ctx, gvr, namespace, o)
 			},
-			selector, &cachedObject{}, compactObject, opts)
+			selector, &cachedObject{}, objcache.CompactObject, opts)
 	}
 	ri := cl.dynamic.Resource(gvr).Namespace(namespace)
-	return newInformer(cl.dynamic, h, ri.List, ri.Watch, selector, &unstructured.Unstructured{}, compactObject, opts)
+	return newInformer(cl.dynamic, h, ri.List, ri.Watch, selector, &unstructured.Unstructured{}, objcache.CompactObject, opts)
 }
 
 // newMetadataInformer is metadatainformer.NewFilteredMetadataInformer's

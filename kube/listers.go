@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
 // Lister reads the objects of one resource that a Controller watches from
@@ -61,7 +63,7 @@ func NewLister[T any](c *Controller, gvr schema.GroupVersionResource) (Lister[T]
 	if err := ch.form.check(reflect.TypeFor[T](), gvr); err != nil {
 		return Lister[T]{}, fmt.Errorf("kube: controller %s: %w", c.settings.Name, err)
 	}
-	return Lister[T]{c: ch, gvr: gvr, scope: c.settings.Name, fast: fastDecodable(reflect.TypeFor[T](), map[reflect.Type]bool{})}, nil
+	return Lister[T]{c: ch, gvr: gvr, scope: c.settings.Name, fast: objcache.FastDecodable(reflect.TypeFor[T]())}, nil
 }
 
 // ListerFrom returns a Lister of gvr from the cache of the Controller
@@ -161,7 +163,7 @@ func (l Lister[T]) decode(item any) (T, error) {
 			*any(&t).(*metav1.PartialObjectMetadata) = ownedMetadata(o)
 			return t, nil
 		}
-		err = o.decodeAs(&t, l.fast)
+		err = o.DecodeAs(&t, l.fast)
 	default:
 		err = fmt.Errorf("the cache holds a %T", item)
 	}

@@ -216,7 +216,7 @@ func (o *ownWrites) apply(key string, do func() (*objectVersion, error)) error {
 // object it can't read counts as changed.
 //
 // It compares the cached JSON field by field, each field's value as its
-// bytes, undecoded: both are the API server's encoding (cachedjson.go), or
+// bytes, undecoded: both are the API server's encoding (package objcache), or
 // both encoding/json's (newCachedObject), and either writes a value always
 // alike, so equal fields are equal bytes. Fields that differ only in how
 // they are written count as changed, which queues the key once more and
@@ -227,8 +227,8 @@ func (o *ownWrites) apply(key string, do func() (*objectVersion, error)) error {
 // 18-21 µs, with 16 allocations in place of 102 and 118
 // (BenchmarkOwnWriteCheck).
 func onlyStatusOrFinalizersChanged(old, new *cachedObject) bool {
-	a, errA := withoutOwnWrites(old.raw)
-	b, errB := withoutOwnWrites(new.raw)
+	a, errA := withoutOwnWrites(old.Raw())
+	b, errB := withoutOwnWrites(new.Raw())
 	return errA == nil && errB == nil && a.equal(b)
 }
 

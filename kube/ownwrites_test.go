@@ -145,7 +145,7 @@ func TestAnotherWritersChangeReturnedByANoOpApplyIsQueued(t *testing.T) {
 }
 
 func TestOnlyStatusOrFinalizersChanged(t *testing.T) {
-	obj := func(raw string) *cachedObject { return &cachedObject{raw: raw} }
+	obj := cachedOfJSON
 	base := `{"metadata":{"name":"w1","resourceVersion":"1"},"spec":{"size":1}`
 	for _, tc := range []struct {
 		name string

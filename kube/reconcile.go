@@ -186,7 +186,7 @@ func (t objectType[T]) reconcileObject(ctx context.Context, u *cachedObject) (ti
 // shows it.
 func (t objectType[T]) decode(ctx context.Context, u *cachedObject) (T, error) {
 	var obj T
-	if err := u.decodeAs(&obj, t.fastDecode); err != nil {
+	if err := u.DecodeAs(&obj, t.fastDecode); err != nil {
 		err = fmt.Errorf("kube: decoding %s: %w", t.c.describe(u), err)
 		if t.c.finalizerState(u) == finalizerDeleting {
 			err = errors.Join(err, t.c.blockedFinalizer(ctx, u, err))

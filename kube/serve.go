@@ -240,7 +240,7 @@ func (c *Controller) objectHandler(queue workqueue.TypedInterface[string]) cache
 		if o, ok := old.(*cachedObject); ok {
 			onlyOurs = func() bool { return onlyStatusOrFinalizersChanged(o, n) }
 		}
-		c.own.changedFrom(n.key(), objectVersion{uid: n.uid, resourceVersion: n.resourceVersion}, onlyOurs, queue.Add)
+		c.own.changedFrom(n.Key(), objectVersion{uid: n.GetUID(), resourceVersion: n.GetResourceVersion()}, onlyOurs, queue.Add)
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { changed(nil, obj) },
@@ -248,7 +248,7 @@ func (c *Controller) objectHandler(queue workqueue.TypedInterface[string]) cache
 			// An update that keeps the resourceVersion is a resync, or a
 			// relist that found the object unchanged: it always queues.
 			if o, ok := old.(*cachedObject); ok {
-				if n, ok := obj.(*cachedObject); ok && o.resourceVersion == n.resourceVersion {
+				if n, ok := obj.(*cachedObject); ok && o.GetResourceVersion() == n.GetResourceVersion() {
 					enqueue(obj)
 					return
 				}

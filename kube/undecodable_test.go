@@ -2,7 +2,6 @@ package kube
 
 import (
 	"context"
-	"reflect"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -21,22 +20,6 @@ type podSpec struct {
 }
 
 type podObject = Object[podSpec, widgetStatus]
-
-func TestFieldPathNamesTheFieldAnUnmarshalerRefused(t *testing.T) {
-	for _, tc := range []struct {
-		raw, want string
-	}{
-		{`{"spec":{"resources":{"limits":{"memory":"1Gx"}}}}`, "spec.resources.limits.memory"},
-		{`{"spec":{"ports":[{"port":1},{"port":"http"}]}}`, "spec.ports[1].port"},
-		{`{"SPEC":{"resources":{"requests":{"cpu":"x"}}}}`, "SPEC.resources.requests.cpu"},
-		{`{"spec":{"resources":{}}}`, ""},
-	} {
-		require.Equal(t, tc.want, fieldPath([]byte(tc.raw), reflect.TypeFor[podObject]()), tc.raw)
-	}
-	var obj podObject
-	err := decodeTyped([]byte(`{"spec":{"resources":{"limits":{"memory":"1Gx"}}}}`), &obj)
-	require.ErrorContains(t, err, "field spec.resources.limits.memory: quantities must match the regular expression")
-}
 
 func TestADeletionBehindAnUndecodableObjectSaysSoOnTheObject(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {

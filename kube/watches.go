@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
 // Watches reconciles the controller's objects that m maps a changed object
@@ -195,7 +197,7 @@ func watchOf[T any](p watchesPart, index string) (watchSpec, error) {
 // (thread_safe_store.go, updateIndices), so an object that doesn't decode,
 // or a refs that panics, is recorded and indexed under no key.
 func referenceIndex[T any](refs func(T) []string, tel *telemetry) cache.IndexFunc {
-	fast := fastDecodable(reflect.TypeFor[T](), map[reflect.Type]bool{})
+	fast := objcache.FastDecodable(reflect.TypeFor[T]())
 	return func(obj any) (keys []string, _ error) {
 		m, err := meta.Accessor(obj)
 		if err != nil {
@@ -208,7 +210,7 @@ func referenceIndex[T any](refs func(T) []string, tel *telemetry) cache.IndexFun
 			}
 		}()
 		var t T
-		if o, ok := obj.(*cachedObject); !ok || o.decodeAs(&t, fast) != nil {
+		if o, ok := obj.(*cachedObject); !ok || o.DecodeAs(&t, fast) != nil {
 			// The reconcile of the object reports it.
 			return nil, nil
 		}
@@ -284,7 +286,7 @@ func metadataOf(obj any, m metav1.Object) *metav1.PartialObjectMetadata {
 	case *cachedObject:
 		// A Watches given CacheObjects: its metadata, from its JSON.
 		var out metav1.PartialObjectMetadata
-		if o.decode(&out) == nil {
+		if o.Decode(&out) == nil {
 			return &out
 		}
 	}

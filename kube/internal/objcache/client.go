@@ -1,4 +1,4 @@
-package kube
+package objcache
 
 import (
 	"context"
@@ -16,16 +16,16 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// cachedClient lists and watches a resource's objects as cachedObjects,
-// read from the API server's JSON by cachedFromJSON (cachedjson.go). It is
+// Client lists and watches a resource's objects as cachedObjects,
+// read from the API server's JSON by cachedFromJSON (scan.go). It is
 // client-go's REST client, as the dynamic client's list and watch use it,
 // with a codec of its own in place of the unstructured one.
-type cachedClient struct {
+type Client struct {
 	rest rest.Interface
 }
 
-// newCachedClient builds the cachedClient of cfg, the Client's config.
-func newCachedClient(cfg *rest.Config) (*cachedClient, error) {
+// NewClient builds the Client of cfg, the controller's connection's config.
+func NewClient(cfg *rest.Config) (*Client, error) {
 	cfg = rest.CopyConfig(cfg)
 	cfg.ContentType = runtime.ContentTypeJSON
 	cfg.AcceptContentTypes = runtime.ContentTypeJSON
@@ -34,7 +34,7 @@ func newCachedClient(cfg *rest.Config) (*cachedClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &cachedClient{rest: rc}, nil
+	return &Client{rest: rc}, nil
 }
 
 // parameterVersion is the version list and watch options are encoded as,
@@ -53,18 +53,18 @@ func path(gvr schema.GroupVersionResource, namespace string) []string {
 	return append(p, gvr.Resource)
 }
 
-// list lists gvr's objects in namespace with opts.
-func (c *cachedClient) list(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*cachedList, error) {
+// List lists gvr's objects in namespace with opts.
+func (c *Client) List(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (*List, error) {
 	b, err := c.listJSON(ctx, gvr, namespace, opts)
 	if err != nil {
 		return nil, err
 	}
-	return cachedListFromJSON(b)
+	return listFromJSON(b)
 }
 
 // listJSON is the JSON of the list of gvr's objects in namespace with
 // opts, or the API server's error.
-func (c *cachedClient) listJSON(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) ([]byte, error) {
+func (c *Client) listJSON(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) ([]byte, error) {
 	return body(c.rest.Get().AbsPath(path(gvr, namespace)...).
 		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, parameterVersion).
 		Do(ctx))
@@ -79,29 +79,29 @@ func body(r rest.Result) ([]byte, error) {
 	return r.Raw()
 }
 
-// versions lists gvr's objects in namespace with opts, and returns each
+// Versions lists gvr's objects in namespace with opts, and returns each
 // one's resourceVersion by its cache key (namespace/name, or name), the
 // list's resourceVersion, and its continue token.
-func (c *cachedClient) versions(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions, versions map[string]string) (listRV, next string, err error) {
+func (c *Client) Versions(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions, versions map[string]string) (listRV, next string, err error) {
 	b, err := c.listJSON(ctx, gvr, namespace, opts)
 	if err != nil {
 		return "", "", err
 	}
 	lm, err := scanList(b, func(item []byte) error {
 		ns, name, v, err := versionFromJSON(item)
-		versions[objectKey(ns, name)] = v.resourceVersion
+		versions[key(ns, name)] = v.ResourceVersion
 		return err
 	})
 	if err != nil {
-		return "", "", fmt.Errorf("kube: reading a list of %s: %w", gvr, err)
+		return "", "", fmt.Errorf("objcache: reading a list of %s: %w", gvr, err)
 	}
 	return lm.ResourceVersion, lm.Continue, nil
 }
 
-// apply applies body, an apply configuration's JSON, to the object name of
+// Apply applies applyJSON, an apply configuration's JSON, to the object name of
 // gvr in namespace, or to its subresource ("" for none), with opts, and
 // returns the version of the object the API server returned.
-func (c *cachedClient) apply(ctx context.Context, gvr schema.GroupVersionResource, namespace, name, subresource string, applyJSON []byte, opts metav1.ApplyOptions) (*objectVersion, error) {
+func (c *Client) Apply(ctx context.Context, gvr schema.GroupVersionResource, namespace, name, subresource string, applyJSON []byte, opts metav1.ApplyOptions) (*Version, error) {
 	p := append(path(gvr, namespace), name)
 	if subresource != "" {
 		p = append(p, subresource)
@@ -115,51 +115,51 @@ func (c *cachedClient) apply(ctx context.Context, gvr schema.GroupVersionResourc
 	}
 	_, _, v, err := versionFromJSON(b)
 	if err != nil {
-		return nil, fmt.Errorf("kube: reading the object an apply to %s %s returned: %w", gvr, objectKey(namespace, name), err)
+		return nil, fmt.Errorf("objcache: reading the object an apply to %s %s returned: %w", gvr, key(namespace, name), err)
 	}
 	return &v, nil
 }
 
-// watch watches gvr's objects in namespace with opts.
-func (c *cachedClient) watch(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (watch.Interface, error) {
+// Watch watches gvr's objects in namespace with opts.
+func (c *Client) Watch(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
 	return c.rest.Get().AbsPath(path(gvr, namespace)...).
 		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, parameterVersion).
 		Watch(ctx)
 }
 
-// cachedList is a list of cachedObjects, as the reflector reads a list:
+// List is a list of cachedObjects, as the reflector reads a list:
 // its metadata, and its items.
-type cachedList struct {
+type List struct {
 	metav1.TypeMeta
 	metav1.ListMeta
-	Items []*cachedObject
+	Items []*Object
 }
 
-func (l *cachedList) DeepCopyObject() runtime.Object {
+func (l *List) DeepCopyObject() runtime.Object {
 	c := *l
-	c.Items = append([]*cachedObject(nil), l.Items...)
+	c.Items = append([]*Object(nil), l.Items...)
 	return &c
 }
 
-// cachedListFromJSON reads a list's JSON: its metadata, and each item as
-// cachedObjectFromJSON does.
-func cachedListFromJSON(b []byte) (*cachedList, error) {
-	l := &cachedList{}
+// listFromJSON reads a list's JSON: its metadata, and each item as
+// ObjectFromJSON does.
+func listFromJSON(b []byte) (*List, error) {
+	l := &List{}
 	lm, err := scanList(b, func(item []byte) error {
-		obj, err := cachedObjectFromJSON(item)
+		obj, err := ObjectFromJSON(item)
 		if err != nil {
 			return err
 		}
-		c, ok := obj.(*cachedObject)
+		c, ok := obj.(*Object)
 		if !ok {
-			return fmt.Errorf("kube: a list's item is a %T", obj)
+			return fmt.Errorf("objcache: a list's item is a %T", obj)
 		}
 		l.Items = append(l.Items, c)
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("kube: reading a list: %w", err)
+		return nil, fmt.Errorf("objcache: reading a list: %w", err)
 	}
 	l.ListMeta = lm
 	return l, nil
@@ -169,12 +169,12 @@ func cachedListFromJSON(b []byte) (*cachedList, error) {
 // with the JSON of each of its items, in order.
 func scanList(b []byte, item func([]byte) error) (metav1.ListMeta, error) {
 	var lm metav1.ListMeta
-	_, err := scanFields(b, scanSpace(b, 0), func(f scannedField) error {
+	_, err := ScanFields(b, ScanSpace(b, 0), func(f Field) error {
 		switch {
-		case f.is("metadata"):
-			return json.Unmarshal(b[f.valueStart:f.end], &lm)
-		case f.is("items") && string(b[f.valueStart:f.end]) != "null":
-			_, err := scanElements(b, f.valueStart, func(start, end int) error { return item(b[start:end]) })
+		case f.Is("metadata"):
+			return json.Unmarshal(b[f.ValueStart:f.End], &lm)
+		case f.Is("items") && string(b[f.ValueStart:f.End]) != "null":
+			_, err := scanElements(b, f.ValueStart, func(start, end int) error { return item(b[start:end]) })
 			return err
 		}
 		return nil
@@ -182,18 +182,18 @@ func scanList(b []byte, item func([]byte) error) (metav1.ListMeta, error) {
 	return lm, err
 }
 
-// cachedObjectFromJSON is the object whose JSON is b: a *metav1.Status for
-// a Status, as a watch's error event holds, and otherwise a *cachedObject,
+// ObjectFromJSON is the object whose JSON is b: a *metav1.Status for
+// a Status, as a watch's error event holds, and otherwise a *Object,
 // read by cachedFromJSON or, from JSON it doesn't read, decoded as
-// client-go's dynamic client decodes it and then made a cachedObject as
-// the informer's transform makes one (newCachedObject).
-func cachedObjectFromJSON(b []byte) (runtime.Object, error) {
+// client-go's dynamic client decodes it and then made an Object as
+// the informer's transform makes one (NewObject).
+func ObjectFromJSON(b []byte) (runtime.Object, error) {
 	s, err := cachedFromJSON(b)
 	switch {
 	case err == nil && s.status:
 		st := &metav1.Status{}
 		if err := json.Unmarshal(b, st); err != nil {
-			return nil, fmt.Errorf("kube: decoding a Status: %w", err)
+			return nil, fmt.Errorf("objcache: decoding a Status: %w", err)
 		}
 		return st, nil
 	case err == nil:
@@ -205,13 +205,13 @@ func cachedObjectFromJSON(b []byte) (runtime.Object, error) {
 	if err := u.UnmarshalJSON(b); err != nil {
 		return nil, err
 	}
-	return newCachedObject(u)
+	return NewObject(u)
 }
 
-// cachedCodec is the cachedClient's serializer of JSON: it decodes a
+// cachedCodec is the Client's serializer of JSON: it decodes a
 // watch's event envelope, metav1.WatchEvent, leaving its object undecoded;
-// an object, as cachedObjectFromJSON does; and a metav1.Status, which the
-// REST client asks of every answer. It encodes nothing: the cachedClient
+// an object, as ObjectFromJSON does; and a metav1.Status, which the
+// REST client asks of every answer. It encodes nothing: the Client
 // sends no body.
 type cachedCodec struct{}
 
@@ -241,7 +241,7 @@ func (cachedCodec) DecoderToVersion(d runtime.Decoder, _ runtime.GroupVersioner)
 }
 
 func (cachedCodec) Encode(obj runtime.Object, _ io.Writer) error {
-	return fmt.Errorf("kube: the cache's client encodes nothing, asked to encode a %T", obj)
+	return fmt.Errorf("objcache: the cache's client encodes nothing, asked to encode a %T", obj)
 }
 
 func (cachedCodec) Identifier() runtime.Identifier { return "humus-kube-cached-json" }
@@ -252,33 +252,33 @@ func (cachedCodec) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.
 		// The object's bytes are data's, which the stream decoder reuses
 		// for its next event: they are decoded, and copied, before then
 		// (client-go's rest/watch Decoder).
-		_, err := scanFields(data, scanSpace(data, 0), func(f scannedField) error {
+		_, err := ScanFields(data, ScanSpace(data, 0), func(f Field) error {
 			switch {
-			case f.is("type"):
-				into.Type = eventType(data[f.valueStart:f.end])
-			case f.is("object"):
-				into.Object.Raw = data[f.valueStart:f.end]
+			case f.Is("type"):
+				into.Type = eventType(data[f.ValueStart:f.End])
+			case f.Is("object"):
+				into.Object.Raw = data[f.ValueStart:f.End]
 			}
 			return nil
 		})
 		if err != nil {
-			return nil, nil, fmt.Errorf("kube: reading a watch event: %w", err)
+			return nil, nil, fmt.Errorf("objcache: reading a watch event: %w", err)
 		}
 		return into, nil, nil
 	case *metav1.Status:
 		s, err := cachedFromJSON(data)
 		if err != nil || !s.status {
-			return nil, nil, errors.New("kube: not a Status")
+			return nil, nil, errors.New("objcache: not a Status")
 		}
 		if err := json.Unmarshal(data, into); err != nil {
 			return nil, nil, err
 		}
 		return into, nil, nil
 	case nil:
-		obj, err := cachedObjectFromJSON(data)
+		obj, err := ObjectFromJSON(data)
 		return obj, nil, err
 	default:
-		return nil, nil, fmt.Errorf("kube: the cache's client decodes no %T", into)
+		return nil, nil, fmt.Errorf("objcache: the cache's client decodes no %T", into)
 	}
 }
 
@@ -293,12 +293,12 @@ func eventType(t []byte) string {
 	return string(t)
 }
 
-// GetObjectKind is a cachedObject's kind, which it doesn't keep: empty.
-func (c *cachedObject) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+// GetObjectKind is an Object's kind, which it doesn't keep: empty.
+func (c *Object) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
 
 // DeepCopyObject returns a copy of c, which shares c's strings and rare
-// fields: a cachedObject is read-only once cached.
-func (c *cachedObject) DeepCopyObject() runtime.Object {
+// fields: an Object is read-only once cached.
+func (c *Object) DeepCopyObject() runtime.Object {
 	d := *c
 	return &d
 }

@@ -1,4 +1,4 @@
-package kube
+package objcache
 
 import (
 	"encoding/json"
@@ -28,8 +28,27 @@ var scanSeeds = []string{
 	`{"metadata":{"name":5}}`,
 }
 
+// escapedKeySeeds are objects whose metadata's keys are escaped, or
+// repeated, as the API server never writes them but encoding/json reads
+// them: an escaped key is its text, a repeated key's last value wins.
+var escapedKeySeeds = []string{
+	`{"kind":"Widget","metadata":{"na\u006de":"w4","namespac\u0065":"ns","resourceVersio\u006e":"7","ui\u0064":"u","generatio\u006e":3,"finalizer\u0073":["f"],"deletionTimestam\u0070":"2026-12-01T15:12:35Z"}}`,
+	`{"kind":"Widget","metadata":{"name":"w5","managedField\u0073":[{"manager":"m"}]}}`,
+	`{"kind":"Widget","metadata":{"managedFields":[{"manager":"a"}],"name":"w6","managedFields":[{"manager":"b"}]}}`,
+	`{"kind":"Widget","metadata":{"managedFields":[],"managedFields":[],"name":"w7"}}`,
+	`{"kind":"Widget","metadata":{"name":"w8","managedFields":[],"managedField\u0073":[]}}`,
+	`{"kind":"Widget","metadata":{"managedFields":[],"managedFields":[]}}`,
+	`{"kind":"Widget","metadata":{"name":"a","name":null,"finalizers":["x"],"finalizers":[],"generation":2,"generation":null,"uid":"u","uid":"v"}}`,
+	`{"kind":"Widget","metadata":{"deletionTimestamp":"2026-12-01T15:12:35Z","deletionTimestamp":null,"finalizers":["x"],"finalizers":null}}`,
+	`{"kin\u0064":"Widget","metadat\u0061":{"name":"w9"}}`,
+	`{"kind":"Widget","metadata":{"name":"w10"},"metadata":{"name":"w11"}}`,
+	`{"apiVersion":"v1","kind":"Statu\u0073","metadata":{},"status":"Failure"}`,
+	`{"kind":"Widget","metadata":{"annotations":{"k8s.io/initial-events-end":"true","k8s.io/initial-events-end":"false"},"resourceVersion":"10"}}`,
+	`{"kind":"Widget","metadata":{"annotations":{"k8s.io\/initial-events-end":"tru\u0065"},"annotation\u0073":{"k8s.io/initial-events-end":"true"}}}`,
+}
+
 // requireScannedAsDecoded checks that cachedFromJSON read b as client-go's
-// unstructured decode and newCachedObject do, when both read it.
+// unstructured decode and NewObject do, when both read it.
 func requireScannedAsDecoded(t *testing.T, b []byte) {
 	t.Helper()
 	s, err := cachedFromJSON(b)
@@ -41,11 +60,11 @@ func requireScannedAsDecoded(t *testing.T, b []byte) {
 	if u.UnmarshalJSON(b) != nil {
 		return
 	}
+	require.Equal(t, u.GetKind() == "Status" && u.GetAPIVersion() == "v1", s.status, "a Status is one")
 	if s.status {
-		require.Equal(t, "Status", u.GetKind())
 		return
 	}
-	want, err := newCachedObject(u)
+	want, err := NewObject(u)
 	if err != nil {
 		return
 	}
@@ -57,6 +76,7 @@ func requireScannedAsDecoded(t *testing.T, b []byte) {
 	require.Equal(t, want.generation, got.generation)
 	require.Equal(t, want.GetFinalizers(), got.GetFinalizers())
 	require.Equal(t, want.GetDeletionTimestamp(), got.GetDeletionTimestamp())
+	require.Equal(t, u.GetAnnotations()[initialEventsEnd] == "true", got.GetAnnotations() != nil, "the initial events' end")
 	var wantRaw, gotRaw any
 	require.NoError(t, json.Unmarshal([]byte(want.raw), &wantRaw))
 	require.NoError(t, json.Unmarshal([]byte(got.raw), &gotRaw), "the cached JSON is JSON: %s", got.raw)
@@ -67,6 +87,28 @@ func TestCachedFromJSONReadsWhatTheDecodeAndNewCachedObjectRead(t *testing.T) {
 	for _, seed := range scanSeeds {
 		t.Run(seed, func(t *testing.T) { requireScannedAsDecoded(t, []byte(seed)) })
 	}
+}
+
+// TestTheScanReadsEscapedAndRepeatedKeysAsEncodingJSONDoes shows the
+// scan reading an escaped key as its text and a repeated key's last
+// value, as client-go's decode does: before, "na\u006de" was no name (the
+// object's key was "ns/"), "managedField\u0073" or a second managedFields
+// was kept in the cache, and a name followed by a null name was kept.
+func TestTheScanReadsEscapedAndRepeatedKeysAsEncodingJSONDoes(t *testing.T) {
+	for _, seed := range escapedKeySeeds {
+		t.Run(seed, func(t *testing.T) { requireScannedAsDecoded(t, []byte(seed)) })
+	}
+	s, err := cachedFromJSON([]byte(escapedKeySeeds[0]))
+	require.NoError(t, err)
+	require.Equal(t, "ns/w4", s.obj.Key())
+	for _, seed := range escapedKeySeeds[1:6] {
+		s, err := cachedFromJSON([]byte(seed))
+		require.NoError(t, err)
+		require.NotContains(t, s.obj.raw, "manage", "managed fields are cut: %s", seed)
+	}
+	_, _, v, err := versionFromJSON([]byte(`{"kind":"Widget","metadata":{"ui\u0064":"u1","resourceVersio\u006e":"8"}}`))
+	require.NoError(t, err)
+	require.Equal(t, Version{UID: "u1", ResourceVersion: "8"}, v)
 }
 
 func TestCachedFromJSONCutsTheManagedFieldsOutWhereverTheyAre(t *testing.T) {
@@ -94,7 +136,7 @@ func TestABookmarkKeepsTheAnnotationThatEndsTheInitialEvents(t *testing.T) {
 }
 
 func TestAWatchsStatusIsDecodedAsAStatus(t *testing.T) {
-	obj, err := cachedObjectFromJSON([]byte(scanSeeds[7]))
+	obj, err := ObjectFromJSON([]byte(scanSeeds[7]))
 	require.NoError(t, err)
 	require.Equal(t, &metav1.Status{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Status"}, Status: "Failure", Message: "too old", Reason: metav1.StatusReasonExpired, Code: 410}, obj)
 }
@@ -104,31 +146,31 @@ func TestJSONTheScanDoesntReadIsDecodedAsTheDynamicClientDecodesIt(t *testing.T)
 	// names the mistake.
 	_, err := cachedFromJSON([]byte(`{"metadata":[]}`))
 	require.True(t, errors.Is(err, errNotScanned))
-	_, err = cachedObjectFromJSON([]byte(`{"metadata":[]}`))
+	_, err = ObjectFromJSON([]byte(`{"metadata":[]}`))
 	require.Error(t, err)
 	// A generation that is no integer: the scan refuses it, and the
 	// unstructured object's GetGeneration reads it as 0, as before.
-	obj, err := cachedObjectFromJSON([]byte(`{"apiVersion":"test.example.com/v1","kind":"Widget","metadata":{"name":"w1","generation":"7"}}`))
+	obj, err := ObjectFromJSON([]byte(`{"apiVersion":"test.example.com/v1","kind":"Widget","metadata":{"name":"w1","generation":"7"}}`))
 	require.NoError(t, err)
-	require.Equal(t, "w1", obj.(*cachedObject).name)
-	require.Zero(t, obj.(*cachedObject).generation)
+	require.Equal(t, "w1", obj.(*Object).name)
+	require.Zero(t, obj.(*Object).generation)
 }
 
 func TestAListIsReadItemByItem(t *testing.T) {
-	l, err := cachedListFromJSON([]byte(`{"apiVersion":"test.example.com/v1","items":[` + scanSeeds[0] + `,{"metadata":{"name":"w9","resourceVersion":"9"}}],"kind":"WidgetList","metadata":{"continue":"c","resourceVersion":"300"}}`))
+	l, err := listFromJSON([]byte(`{"apiVersion":"test.example.com/v1","items":[` + scanSeeds[0] + `,{"metadata":{"name":"w9","resourceVersion":"9"}}],"kind":"WidgetList","metadata":{"continue":"c","resourceVersion":"300"}}`))
 	require.NoError(t, err)
 	require.Equal(t, "300", l.ResourceVersion)
 	require.Equal(t, "c", l.Continue)
 	require.Len(t, l.Items, 2)
 	require.Equal(t, "w1", l.Items[0].name)
 	require.Equal(t, "9", l.Items[1].resourceVersion)
-	l, err = cachedListFromJSON([]byte(`{"items":null,"metadata":{"resourceVersion":"301"}}`))
+	l, err = listFromJSON([]byte(`{"items":null,"metadata":{"resourceVersion":"301"}}`))
 	require.NoError(t, err)
 	require.Empty(t, l.Items)
 }
 
 func FuzzCachedFromJSON(f *testing.F) {
-	for _, seed := range scanSeeds {
+	for _, seed := range append(scanSeeds, escapedKeySeeds...) {
 		f.Add([]byte(seed))
 	}
 	f.Fuzz(func(t *testing.T, b []byte) {

@@ -1,4 +1,4 @@
-package kube
+package objcache
 
 import (
 	"bufio"
@@ -12,7 +12,7 @@ import (
 // byte against JSON's grammar on the way (3% of the controller's CPU while
 // 5,000 objects converge). This one only follows strings and brackets to
 // the end of each top-level object or array, since the events are decoded
-// next anyway, by the cache's codec (cachedclient.go), which refuses what
+// next anyway, by the cache's codec (client.go), which refuses what
 // isn't JSON.
 type jsonFramer struct{}
 
@@ -36,7 +36,7 @@ type jsonFrameReader struct {
 }
 
 // errNotAFrame is a stream whose next value isn't an object or an array.
-var errNotAFrame = errors.New("kube: a watch's stream holds a value that is no JSON object or array")
+var errNotAFrame = errors.New("objcache: a watch's stream holds a value that is no JSON object or array")
 
 func (f *jsonFrameReader) Read(data []byte) (int, error) {
 	if len(f.remaining) == 0 {

@@ -1,4 +1,4 @@
-package kube
+package objcache
 
 import (
 	"encoding/json"
@@ -6,22 +6,22 @@ import (
 	"fmt"
 	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	gojson "github.com/goccy/go-json"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 )
 
-// cachedObject is what the controller's informers cache of one object:
+// Object is what the controller's informers cache of one object:
 // the resource's objects as their JSON encoding, without managed fields,
 // beside the metadata the controller reads without decoding them, read
-// straight from the API server's JSON (cachedjson.go), or from an
-// unstructured object (newCachedObject); the owned resources' objects as
+// straight from the API server's JSON (scan.go), or from an
+// unstructured object (NewObject); the owned resources' objects as
 // the metadata Owns reads. An unstructured object holds about 5.7 times its JSON in maps and
-// interfaces (BenchmarkCachedObjectBytes); this holds about its JSON. The
+// interfaces (package kube's BenchmarkCachedObjectBytes); this holds about its JSON. The
 // reconcile decodes raw into the user's type, which is then the
 // Reconciler's own copy.
 //
@@ -30,7 +30,7 @@ import (
 // from a watch. It is read-only once cached: its setters set the
 // fields it keeps and ignore the others, and its getters of the others
 // return their zero values.
-type cachedObject struct {
+type Object struct {
 	// raw is the object's JSON encoding without managed fields; "" for an
 	// owned resource's. The strings below are substrings of it where its
 	// bytes hold them, as they do for any name, namespace, uid and
@@ -47,7 +47,7 @@ type cachedObject struct {
 	rare *cachedRare
 }
 
-// cachedRare is the part of a cachedObject that few objects have.
+// cachedRare is the part of an Object that few objects have.
 type cachedRare struct {
 	deletionTimestamp *metav1.Time
 	finalizers        []string
@@ -61,19 +61,19 @@ type cachedRare struct {
 	initialEventsEnd bool
 }
 
-// newCachedObject is u as the resource's cache holds it. It removes u's
+// NewObject is u as the resource's cache holds it. It removes u's
 // managed fields, which the controller never reads and which are often
 // the larger part of a small object's metadata.
-func newCachedObject(u *unstructured.Unstructured) (*cachedObject, error) {
+func NewObject(u *unstructured.Unstructured) (*Object, error) {
 	if md, ok := u.Object["metadata"].(map[string]any); ok {
 		delete(md, "managedFields")
 	}
 	b, err := json.Marshal(u.Object)
 	if err != nil {
-		return nil, fmt.Errorf("kube: encoding %s %s for the cache: %w", u.GetKind(), u.GetName(), err)
+		return nil, fmt.Errorf("objcache: encoding %s %s for the cache: %w", u.GetKind(), u.GetName(), err)
 	}
 	raw := string(b)
-	c := &cachedObject{
+	c := &Object{
 		raw:             raw,
 		namespace:       within(raw, u.GetNamespace()),
 		name:            within(raw, u.GetName()),
@@ -91,11 +91,11 @@ func newCachedObject(u *unstructured.Unstructured) (*cachedObject, error) {
 	return c, nil
 }
 
-// newCachedMetadata is m as an owned resource's cache holds it: only what
+// NewMetadata is m as an owned resource's cache holds it: only what
 // Owns reads, its name, namespace, uid, resourceVersion and owner
 // references.
-func newCachedMetadata(m *metav1.PartialObjectMetadata) *cachedObject {
-	c := &cachedObject{
+func NewMetadata(m *metav1.PartialObjectMetadata) *Object {
+	c := &Object{
 		namespace:       m.Namespace,
 		name:            m.Name,
 		uid:             m.UID,
@@ -116,43 +116,43 @@ func within(raw, s string) string {
 	return s
 }
 
-// compactObject is the resource's informer's transform: an unstructured
-// object becomes a *cachedObject. It is idempotent, as client-go asks of a
+// CompactObject is the resource's informer's transform: an unstructured
+// object becomes a *Object. It is idempotent, as client-go asks of a
 // transform.
-func compactObject(obj any) (any, error) {
+func CompactObject(obj any) (any, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
-		return newCachedObject(u)
+		return NewObject(u)
 	}
 	return obj, nil
 }
 
-// compactMetadata is the owned resources' informers' transform: a
-// *metav1.PartialObjectMetadata becomes a *cachedObject of the metadata
+// CompactMetadata is the owned resources' informers' transform: a
+// *metav1.PartialObjectMetadata becomes a *Object of the metadata
 // Owns reads. It is idempotent, as client-go asks of a transform.
-func compactMetadata(obj any) (any, error) {
+func CompactMetadata(obj any) (any, error) {
 	if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
-		return newCachedMetadata(m), nil
+		return NewMetadata(m), nil
 	}
 	return obj, nil
 }
 
-// decode decodes c's JSON into obj as encoding/json does, honouring json
+// Decode decodes c's JSON into obj as encoding/json does, honouring json
 // tags and json.Unmarshaler, and names the field of an object that doesn't
 // fit obj's type. The decode is the caller's copy: nothing it shares is the
 // cache's.
 //
 // apimachinery's unstructured converter is faster on an unstructured object
-// (BenchmarkDecode), but it converts a number to a narrower field silently,
+// (package kube's BenchmarkDecode), but it converts a number to a narrower field silently,
 // so a size of 1<<40 in an int32 would reach the Reconciler as 0, and -1 in
 // a uint8 as 255. A number that doesn't fit its field is an error here,
 // retried like any other.
-func (c *cachedObject) decode(obj any) error {
-	return c.decodeAs(obj, fastDecodable(reflect.TypeOf(obj), map[reflect.Type]bool{}))
+func (c *Object) Decode(obj any) error {
+	return c.DecodeAs(obj, FastDecodable(reflect.TypeOf(obj)))
 }
 
-// decodeAs is decode with fastDecodable(obj's type) found by the caller,
+// DecodeAs is Decode with FastDecodable(obj's type) found by the caller,
 // once for its type.
-func (c *cachedObject) decodeAs(obj any, fast bool) error {
+func (c *Object) DecodeAs(obj any, fast bool) error {
 	if c.raw == "" {
 		return errors.New("the cache holds only its metadata")
 	}
@@ -165,7 +165,7 @@ func (c *cachedObject) decodeAs(obj any, fast bool) error {
 //
 // It decodes with github.com/goccy/go-json first, a decoder compatible with
 // encoding/json that takes about a third of its CPU on a 4 KiB object
-// (BenchmarkDecode), which is most of what the controller adds to a
+// (package kube's BenchmarkDecode), which is most of what the controller adds to a
 // reconcile. On any error it decodes again, into a new value, with
 // encoding/json, whose result (its error, or its value should it succeed)
 // is the one kept: errors, and their field paths, are encoding/json's, and
@@ -173,13 +173,16 @@ func (c *cachedObject) decodeAs(obj any, fast bool) error {
 // FuzzDecodeJSON and TestDecodeJSONAgreesWithEncodingJSON hold the two to
 // the same values. A type that holds a float or an interface is decoded by
 // encoding/json alone: go-json decodes a number too large for a float32
-// (1e39) as +Inf without an error, where encoding/json refuses it.
+// (1e39) as +Inf without an error, where encoding/json refuses it. So is
+// JSON that fastJSON refuses: go-json wraps a 19- or 20-digit number that
+// overflows an int64 or a uint64 without an error, and keeps invalid UTF-8
+// where encoding/json puts U+FFFD.
 func decodeJSON(raw []byte, obj any, fast bool) error {
 	ptr := reflect.ValueOf(obj)
 	if ptr.Kind() != reflect.Pointer || ptr.IsNil() {
 		return json.Unmarshal(raw, obj) // its *json.InvalidUnmarshalError
 	}
-	if fast {
+	if fast && fastJSON(raw) {
 		if err := gojson.Unmarshal(raw, obj); err == nil {
 			return nil
 		}
@@ -197,6 +200,47 @@ func decodeJSON(raw []byte, obj any, fast bool) error {
 	ptr.Elem().Set(fresh.Elem())
 	return nil
 }
+
+// maxFastDigits is the most digits in a row JSON that go-json decodes may
+// hold: every integer of 18 digits fits an int64 and a uint64, and go-json
+// refuses one of 21 or more, but wraps one of 19 or 20 that overflows its
+// field (9223372036854775808 into an int64 is -9223372036854775808).
+const maxFastDigits = 18
+
+// fastJSON reports whether go-json decodes raw as encoding/json does, for
+// a fastDecodable type: raw is UTF-8, and holds no run of more than
+// maxFastDigits digits. A run inside a string (a long numeric name) makes
+// it false too, which costs only the slower decode. Any such run holds
+// one of every maxFastDigits+1'th byte, so only those are read, and the
+// digits around those that are digits. It costs a small part of the
+// fast decode's time (BenchmarkFastJSON).
+func fastJSON(raw []byte) bool {
+	if !utf8.Valid(raw) {
+		return false
+	}
+	digit := func(i int) bool { return raw[i]-'0' <= 9 }
+	for i := maxFastDigits; i < len(raw); i += maxFastDigits + 1 {
+		if !digit(i) {
+			continue
+		}
+		start, end := i, i+1
+		for start > 0 && digit(start-1) {
+			start--
+		}
+		for end < len(raw) && digit(end) {
+			end++
+		}
+		if end-start > maxFastDigits {
+			return false
+		}
+	}
+	return true
+}
+
+// FastDecodable reports whether t, and every type it holds, has no float
+// and no interface, so that DecodeAs may take the fast decoder for it.
+// Find it once per type: it walks the type.
+func FastDecodable(t reflect.Type) bool { return fastDecodable(t, map[reflect.Type]bool{}) }
 
 // fastDecodable reports whether t, and every type it holds, has no float
 // and no interface (whose numbers are float64s), so that go-json decodes
@@ -224,100 +268,96 @@ func fastDecodable(t reflect.Type, seen map[reflect.Type]bool) bool {
 	return true
 }
 
-// decodeCached decodes the object indexer holds at key, namespace/name or
-// name, into a new T, which is the caller's own copy. exists is false, with
-// a zero T and no error, when the cache holds no object at key. The
-// indexer is one the controller built: of the resource's objects, whose
-// JSON it keeps. An owned resource's cache keeps only metadata, so decoding
-// one of its objects into anything but its metadata is an error.
-func decodeCached[T any](indexer cache.Indexer, key string) (obj T, exists bool, err error) {
-	item, exists, err := indexer.GetByKey(key)
-	if err != nil || !exists {
-		return obj, exists, err
+// Key is c's cache and work queue key: namespace/name, or name.
+func (c *Object) Key() string { return key(c.namespace, c.name) }
+
+// key is the cache key of the object name in namespace: namespace/name,
+// or name for a cluster-scoped object, as cache.MetaNamespaceKeyFunc makes
+// it.
+func key(namespace, name string) string {
+	if namespace == "" {
+		return name
 	}
-	c, ok := item.(*cachedObject)
-	if !ok {
-		return obj, true, fmt.Errorf("the cache holds a %T at %s", item, key)
-	}
-	if err := c.decode(&obj); err != nil {
-		return obj, true, err
-	}
-	return obj, true, nil
+	return namespace + "/" + name
 }
 
-// key is c's work queue key: namespace/name, or name.
-func (c *cachedObject) key() string {
-	if c.namespace == "" {
-		return c.name
-	}
-	return c.namespace + "/" + c.name
+// Raw is c's JSON without its managed fields, as the API server wrote it
+// or encoding/json encoded it (NewObject); "" for an owned resource's
+// object, whose metadata alone is kept.
+func (c *Object) Raw() string { return c.raw }
+
+// Version is an object's uid and resourceVersion: which object, and which
+// of its versions.
+type Version struct {
+	UID             types.UID
+	ResourceVersion string
 }
 
-var _ metav1.Object = (*cachedObject)(nil)
+var _ metav1.Object = (*Object)(nil)
 
-func (c *cachedObject) GetNamespace() string              { return c.namespace }
-func (c *cachedObject) SetNamespace(ns string)            { c.namespace = ns }
-func (c *cachedObject) GetName() string                   { return c.name }
-func (c *cachedObject) SetName(name string)               { c.name = name }
-func (c *cachedObject) GetGenerateName() string           { return "" }
-func (c *cachedObject) SetGenerateName(string)            {}
-func (c *cachedObject) GetUID() types.UID                 { return c.uid }
-func (c *cachedObject) SetUID(uid types.UID)              { c.uid = uid }
-func (c *cachedObject) GetResourceVersion() string        { return c.resourceVersion }
-func (c *cachedObject) SetResourceVersion(rv string)      { c.resourceVersion = rv }
-func (c *cachedObject) GetGeneration() int64              { return c.generation }
-func (c *cachedObject) SetGeneration(g int64)             { c.generation = g }
-func (c *cachedObject) GetSelfLink() string               { return "" }
-func (c *cachedObject) SetSelfLink(string)                {}
-func (c *cachedObject) GetCreationTimestamp() metav1.Time { return metav1.Time{} }
-func (c *cachedObject) SetCreationTimestamp(metav1.Time)  {}
-func (c *cachedObject) GetDeletionTimestamp() *metav1.Time {
+func (c *Object) GetNamespace() string              { return c.namespace }
+func (c *Object) SetNamespace(ns string)            { c.namespace = ns }
+func (c *Object) GetName() string                   { return c.name }
+func (c *Object) SetName(name string)               { c.name = name }
+func (c *Object) GetGenerateName() string           { return "" }
+func (c *Object) SetGenerateName(string)            {}
+func (c *Object) GetUID() types.UID                 { return c.uid }
+func (c *Object) SetUID(uid types.UID)              { c.uid = uid }
+func (c *Object) GetResourceVersion() string        { return c.resourceVersion }
+func (c *Object) SetResourceVersion(rv string)      { c.resourceVersion = rv }
+func (c *Object) GetGeneration() int64              { return c.generation }
+func (c *Object) SetGeneration(g int64)             { c.generation = g }
+func (c *Object) GetSelfLink() string               { return "" }
+func (c *Object) SetSelfLink(string)                {}
+func (c *Object) GetCreationTimestamp() metav1.Time { return metav1.Time{} }
+func (c *Object) SetCreationTimestamp(metav1.Time)  {}
+func (c *Object) GetDeletionTimestamp() *metav1.Time {
 	if c.rare == nil {
 		return nil
 	}
 	return c.rare.deletionTimestamp
 }
 
-func (c *cachedObject) SetDeletionTimestamp(t *metav1.Time) {
+func (c *Object) SetDeletionTimestamp(t *metav1.Time) {
 	if t != nil || c.rare != nil {
 		c.setRare(func(r *cachedRare) { r.deletionTimestamp = t })
 	}
 }
 
-func (c *cachedObject) GetDeletionGracePeriodSeconds() *int64 {
+func (c *Object) GetDeletionGracePeriodSeconds() *int64 {
 	return nil
 }
-func (c *cachedObject) SetDeletionGracePeriodSeconds(*int64) {}
-func (c *cachedObject) GetLabels() map[string]string         { return nil }
-func (c *cachedObject) SetLabels(map[string]string)          {}
-func (c *cachedObject) GetAnnotations() map[string]string {
+func (c *Object) SetDeletionGracePeriodSeconds(*int64) {}
+func (c *Object) GetLabels() map[string]string         { return nil }
+func (c *Object) SetLabels(map[string]string)          {}
+func (c *Object) GetAnnotations() map[string]string {
 	if c.rare != nil && c.rare.initialEventsEnd {
 		return map[string]string{initialEventsEnd: "true"}
 	}
 	return nil
 }
-func (c *cachedObject) SetAnnotations(map[string]string) {}
-func (c *cachedObject) GetFinalizers() []string {
+func (c *Object) SetAnnotations(map[string]string) {}
+func (c *Object) GetFinalizers() []string {
 	if c.rare == nil {
 		return nil
 	}
 	return c.rare.finalizers
 }
 
-func (c *cachedObject) SetFinalizers(fs []string) {
+func (c *Object) SetFinalizers(fs []string) {
 	if len(fs) > 0 || c.rare != nil {
 		c.setRare(func(r *cachedRare) { r.finalizers = fs })
 	}
 }
 
-func (c *cachedObject) GetOwnerReferences() []metav1.OwnerReference {
+func (c *Object) GetOwnerReferences() []metav1.OwnerReference {
 	if c.rare == nil {
 		return nil
 	}
 	return c.rare.ownerReferences
 }
 
-func (c *cachedObject) SetOwnerReferences(refs []metav1.OwnerReference) {
+func (c *Object) SetOwnerReferences(refs []metav1.OwnerReference) {
 	if len(refs) > 0 || c.rare != nil {
 		c.setRare(func(r *cachedRare) { r.ownerReferences = refs })
 	}
@@ -325,7 +365,7 @@ func (c *cachedObject) SetOwnerReferences(refs []metav1.OwnerReference) {
 
 // setRare sets a rare field with set, and drops c.rare once it holds
 // nothing.
-func (c *cachedObject) setRare(set func(*cachedRare)) {
+func (c *Object) setRare(set func(*cachedRare)) {
 	if c.rare == nil {
 		c.rare = &cachedRare{}
 	}
@@ -335,5 +375,5 @@ func (c *cachedObject) setRare(set func(*cachedRare)) {
 	}
 }
 
-func (c *cachedObject) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
-func (c *cachedObject) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
+func (c *Object) GetManagedFields() []metav1.ManagedFieldsEntry { return nil }
+func (c *Object) SetManagedFields([]metav1.ManagedFieldsEntry)  {}
