@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/kube"
@@ -46,17 +47,27 @@ func TestANewLeaderCatchesUpUnderCreateDeleteChurn(t *testing.T) {
 		require.NoError(t, err)
 	}
 	// The churn: create one, delete the oldest, as fast as the API server
-	// answers.
+	// answers, through a client without client-go's rate limit.
+	cfg := cluster.RESTConfig()
+	cfg.QPS, cfg.Burst = -1, 0
+	fast, err := dynamic.NewForConfig(cfg)
+	require.NoError(t, err)
+	churnRes := fast.Resource(gadgets.GVR()).Namespace(ns)
 	churnCtx, stopChurn := context.WithCancel(ctx)
-	churned := make(chan int)
+	type churnResult struct {
+		n   int
+		err error
+	}
+	churned := make(chan churnResult, 1)
 	go func() {
 		i := pool
-		defer func() { churned <- i - pool }()
+		var err error
+		defer func() { churned <- churnResult{i - pool, err} }()
 		for churnCtx.Err() == nil {
-			if _, err := res.Create(churnCtx, churnGadget(i), metav1.CreateOptions{}); err != nil {
+			if _, err = churnRes.Create(churnCtx, churnGadget(i), metav1.CreateOptions{}); err != nil {
 				return
 			}
-			if err := res.Delete(churnCtx, fmt.Sprintf("g%05d", i-pool), metav1.DeleteOptions{}); err != nil {
+			if err = churnRes.Delete(churnCtx, fmt.Sprintf("g%05d", i-pool), metav1.DeleteOptions{}); err != nil {
 				return
 			}
 			i++
@@ -130,8 +141,15 @@ func TestANewLeaderCatchesUpUnderCreateDeleteChurn(t *testing.T) {
 		}
 		leader = next
 	}
+	select {
+	case r := <-churned:
+		t.Fatalf("the churn stopped after %d Gadgets: %v", r.n, r.err)
+	default:
+	}
 	stopChurn()
-	t.Logf("%d Gadgets created and deleted meanwhile", <-churned)
+	r := <-churned
+	t.Logf("%d Gadgets created and deleted meanwhile", r.n)
+	require.Greater(t, r.n, 100, "churn")
 	require.NoError(t, leader.ctrl.Shutdown(ctx))
 	require.NoError(t, <-leader.served)
 }
