@@ -64,7 +64,15 @@ func (c *Controller) applyMetadata(ctx context.Context, u *cachedObject, md map[
 // It returns the API server's error as it is.
 func (c *Controller) applyOwn(ctx context.Context, u *cachedObject, subresource string, applyJSON []byte) error {
 	opts := metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true}
-	return c.own.apply(u.Key(), func() (*objectVersion, error) {
+	// What the apply writes, which its event may change and still be its
+	// own (onlyOwnWrites): the controller's finalizer, for an apply of
+	// the metadata, or the status fields it names.
+	scope := writeScope{finalizer: c.finalizer}
+	if subresource == "status" {
+		scope = writeScope{status: statusFieldsOf(applyJSON)}
+	}
+	held := func(v objectVersion) bool { return c.holds(u.Key(), v.uid) }
+	return c.own.applyHeld(u.Key(), scope, held, func() (*objectVersion, error) {
 		if cc := c.clients.cached; cc != nil {
 			v, err := cc.Apply(ctx, c.gvr, u.GetNamespace(), u.GetName(), subresource, applyJSON, opts)
 			if err != nil {

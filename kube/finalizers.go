@@ -10,6 +10,7 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
 )
@@ -147,7 +148,29 @@ func (c *Controller) removeFinalizer(ctx context.Context, u *cachedObject) error
 		return fmt.Errorf("kube: removing finalizer %q of %s: %w", c.finalizer, c.describe(u), err)
 	}
 	c.finalized.Store(u.GetUID(), struct{}{})
+	// The DELETED event may have come first, the apply's answer and the
+	// watch traveling apart, or before the removal was tried: then
+	// forgetFinalized has run, and nothing else would forget u. The
+	// informer drops an object from its cache before its handler hears of
+	// the deletion, so a cache that holds u now will forget it later.
+	if !c.holds(u.Key(), u.GetUID()) {
+		c.finalized.Delete(u.GetUID())
+	}
 	return nil
+}
+
+// holds reports whether the controller's cache of its resource holds the
+// object uid at key, or isn't started, and can't tell.
+func (c *Controller) holds(key string, uid types.UID) bool {
+	ch := c.caches[c.gvr]
+	if ch == nil {
+		return true
+	}
+	inf := ch.informer.Load()
+	if inf == nil {
+		return true
+	}
+	return cachedVersion((*inf).GetIndexer(), key).uid == uid
 }
 
 // wasFinalized reports whether the controller has already removed its

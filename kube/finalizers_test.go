@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -311,4 +312,84 @@ func cached(t testing.TB, u *unstructured.Unstructured) *cachedObject {
 	o, err := newCachedObject(u.DeepCopy())
 	require.NoError(t, err)
 	return o
+}
+
+// The DELETED event of a finalized object can come before the answer of the
+// apply that removed its finalizer, the answer and the watch traveling on
+// different HTTP/2 streams; a retried removal can find the object gone.
+// Either way nothing is kept of the object once it is gone: its uid among
+// the finalized, or its own write, would stay for the life of the process,
+// as nothing else would remove them.
+func TestAFinalizedObjectGoneBeforeItsRemovalsAnswerKeepsNothing(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		removed bool // the removal removed the finalizer; else it found the object gone
+	}{
+		{"the DELETED event before the answer", true},
+		{"a retried removal finding the object gone", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				w := newWidget("w1", 1)
+				w.SetFinalizers([]string{widgetFinalizer})
+				f := newFakeCluster(t, w)
+				f.markDeleted(t, widgetGVR, testNamespace, "w1")
+				var c *Controller
+				goneFromCache := func() {
+					for {
+						if cachedVersion((*c.caches[widgetGVR].informer.Load()).GetIndexer(), testNamespace+"/w1").uid == "" {
+							break
+						}
+						time.Sleep(time.Millisecond)
+					}
+					// The informer's handler runs after its cache has
+					// dropped the object: let it.
+					time.Sleep(time.Millisecond)
+				}
+				f.dynamic.PrependReactor("patch", "widgets", func(action clienttesting.Action) (bool, runtime.Object, error) {
+					pa, ok := action.(clienttesting.PatchActionImpl)
+					if !ok || pa.GetSubresource() != "" || strings.Contains(string(pa.GetPatch()), "finalizers") {
+						return false, nil, nil
+					}
+					if !tc.removed {
+						if err := f.dynamic.Tracker().Delete(widgetGVR, testNamespace, "w1"); err != nil {
+							t.Error(err)
+						}
+						goneFromCache()
+						return f.apply(action)
+					}
+					handled, obj, err := f.apply(action)
+					goneFromCache()
+					return handled, obj, err
+				})
+				var finalizes counter
+				c = newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+					ReconcilerFunc[widgetSpec, widgetStatus](func(context.Context, widget) (Result[widgetStatus], error) {
+						t.Error("a deleting object is finalized, not reconciled")
+						return Result[widgetStatus]{}, nil
+					}),
+					Finalize(widgetFinalizer, func(ctx context.Context, w widget) error {
+						finalizes.add(w.Name)
+						return nil
+					}))
+				s := serve(t, c)
+				synctest.Wait()
+				time.Sleep(time.Minute)
+				synctest.Wait()
+
+				require.Equal(t, map[string]int{"w1": 1}, finalizes.get())
+				require.False(t, f.exists(widgetGVR, testNamespace, "w1"))
+				var finalized []any
+				c.finalized.Range(func(uid, _ any) bool {
+					finalized = append(finalized, uid)
+					return true
+				})
+				require.Empty(t, finalized, "the uid of an object gone isn't kept")
+				c.own.mu.Lock()
+				require.Empty(t, c.own.keys, "nor its own write")
+				c.own.mu.Unlock()
+				require.NoError(t, s.stop(t))
+			})
+		})
+	}
 }

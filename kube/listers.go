@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
-	"slices"
 	"strings"
 	"sync/atomic"
 
@@ -173,14 +172,23 @@ func (l Lister[T]) decode(item any) (T, error) {
 	return t, nil
 }
 
-// ownedMetadata is a copy of what an Owns' cache keeps of o.
+// ownedMetadata is a copy of what an Owns' cache keeps of o, deep: an
+// owner reference's Controller and BlockOwnerDeletion are pointers, which
+// a shallow copy would share with the cache and every other reader.
 func ownedMetadata(o *cachedObject) metav1.PartialObjectMetadata {
+	var refs []metav1.OwnerReference
+	if cached := o.GetOwnerReferences(); cached != nil {
+		refs = make([]metav1.OwnerReference, len(cached))
+		for i := range cached {
+			cached[i].DeepCopyInto(&refs[i])
+		}
+	}
 	return metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 		Name:            o.GetName(),
 		Namespace:       o.GetNamespace(),
 		UID:             o.GetUID(),
 		ResourceVersion: o.GetResourceVersion(),
-		OwnerReferences: slices.Clone(o.GetOwnerReferences()),
+		OwnerReferences: refs,
 	}}
 }
 

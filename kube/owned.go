@@ -40,8 +40,10 @@ func (p ownsPart) check() error {
 
 // ownerHandler queues the owner of every object of the owned resource gr
 // that changes, added, updated or deleted, when its controller owner
-// reference names the controller's group and kind. An add or update whose
-// object is what a write of the owner's own reconcile returned isn't
+// reference names the controller's group and kind. An update queues the
+// owner of the old object too when it isn't the new one's: the controller
+// owner reference was moved to another owner, or removed. An add or update
+// whose object is what a write of the owner's own reconcile returned isn't
 // queued (ownedwrites.go).
 func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr schema.GroupResource) cache.ResourceEventHandler {
 	changed := func(obj any) {
@@ -58,22 +60,36 @@ func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr sch
 			objectVersion{uid: m.GetUID(), resourceVersion: m.GetResourceVersion()},
 			func(string) { queue.Add(owner) })
 	}
+	// lost is the old owner's loss of obj: another writer moved or
+	// removed its controller owner reference. It is news to that owner,
+	// and whatever was kept for it is forgotten: the child's events no
+	// longer come to it.
+	lost := func(obj any) {
+		owner, ok := c.ownerKey(obj)
+		if !ok {
+			return
+		}
+		if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = tomb.Obj
+		}
+		if m, err := meta.Accessor(obj); err == nil {
+			c.ownedWrites.deleted(ownedWriteKey(owner, gr, m.GetNamespace(), m.GetName()))
+		}
+		queue.Add(owner)
+	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    changed,
-		UpdateFunc: func(_, obj any) { changed(obj) },
-		DeleteFunc: func(obj any) {
-			owner, ok := c.ownerKey(obj)
-			if !ok {
-				return
+		AddFunc: changed,
+		UpdateFunc: func(old, obj any) {
+			// Both owners, as controller-runtime's EnqueueRequestForOwner
+			// queues them: the one that lost the child too.
+			if was, ok := c.ownerKey(old); ok {
+				if is, ok := c.ownerKey(obj); !ok || is != was {
+					lost(old)
+				}
 			}
-			if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = tomb.Obj
-			}
-			if m, err := meta.Accessor(obj); err == nil {
-				c.ownedWrites.deleted(ownedWriteKey(owner, gr, m.GetNamespace(), m.GetName()))
-			}
-			queue.Add(owner)
+			changed(obj)
 		},
+		DeleteFunc: lost,
 	}
 }
 

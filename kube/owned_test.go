@@ -1,10 +1,14 @@
 package kube
 
 import (
+	"sync"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/require"
+	"github.com/z5labs/humus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 )
@@ -43,4 +47,87 @@ func TestOwnerKeyNamesTheControllingOwnerOfTheControllersKind(t *testing.T) {
 			require.Equal(t, tc.want, key)
 		})
 	}
+}
+
+// A child whose controller owner reference another writer moves from one
+// owner to another, or removes, reconciles the owner it was taken from, as
+// controller-runtime's EnqueueRequestForOwner queues the owners of both
+// the old and the new object.
+func TestAChildTakenFromItsOwnerReconcilesThatOwner(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1), newWidget("w2", 1))
+		var n counter
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(), noStatus(&n), Owns(configMapGVR))
+		s := serve(t, c)
+		synctest.Wait()
+		require.Equal(t, map[string]int{"w1": 1, "w2": 1}, n.get())
+
+		controlledBy := func(owner string) metav1.OwnerReference {
+			return metav1.OwnerReference{APIVersion: "test.example.com/v1", Kind: "Widget", Name: owner, UID: types.UID("uid-" + owner), Controller: ptr.To(true)}
+		}
+		md := f.metadata.Tracker()
+		require.NoError(t, md.Create(configMapGVR, ownedConfigMap(testNamespace, "child", controlledBy("w1")), testNamespace))
+		synctest.Wait()
+		require.Equal(t, map[string]int{"w1": 2, "w2": 1}, n.get(), "the child's creation reconciles its owner")
+
+		require.NoError(t, md.Update(configMapGVR, ownedConfigMap(testNamespace, "child", controlledBy("w2")), testNamespace))
+		synctest.Wait()
+		require.Equal(t, map[string]int{"w1": 3, "w2": 2}, n.get(), "moved to w2, the child reconciles both w1, which lost it, and w2")
+
+		require.NoError(t, md.Update(configMapGVR, ownedConfigMap(testNamespace, "child"), testNamespace))
+		synctest.Wait()
+		require.Equal(t, map[string]int{"w1": 3, "w2": 3}, n.get(), "its owner reference removed, it reconciles w2, which lost it")
+
+		require.NoError(t, md.Update(configMapGVR, ownedConfigMap(testNamespace, "child", controlledBy("w1")), testNamespace))
+		synctest.Wait()
+		require.Equal(t, map[string]int{"w1": 4, "w2": 3}, n.get(), "given back to w1, it reconciles w1 alone")
+
+		require.NoError(t, s.stop(t))
+	})
+}
+
+// An Owns Lister's copies are the caller's to change: a change to one's
+// owner references, whose Controller and BlockOwnerDeletion are pointers,
+// never reaches the cache, nor another reader's copy (run with -race).
+func TestAnOwnsListersCopyOwnsItsOwnerReferences(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		ref := metav1.OwnerReference{APIVersion: "test.example.com/v1", Kind: "Widget", Name: "w1", UID: "uid-w1",
+			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}
+		require.NoError(t, f.metadata.Tracker().Create(configMapGVR, ownedConfigMap(testNamespace, "child", ref), testNamespace))
+		var n counter
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(), noStatus(&n), Owns(configMapGVR))
+		s := serve(t, c)
+		synctest.Wait()
+		children, err := NewLister[metav1.PartialObjectMetadata](c, configMapGVR)
+		require.NoError(t, err)
+
+		var wg sync.WaitGroup
+		for range 2 {
+			wg.Go(func() {
+				got, err := children.Get(testNamespace, "child")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				*got.OwnerReferences[0].Controller = false
+				*got.OwnerReferences[0].BlockOwnerDeletion = false
+				all, err := children.List(testNamespace, nil)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				*all[0].OwnerReferences[0].Controller = false
+			})
+		}
+		wg.Wait()
+		got, err := children.Get(testNamespace, "child")
+		require.NoError(t, err)
+		require.Equal(t, []metav1.OwnerReference{ref}, got.OwnerReferences, "the cache's owner references are as they were")
+		key, ok := c.ownerKey(&got)
+		require.True(t, ok)
+		require.Equal(t, testNamespace+"/w1", key)
+
+		require.NoError(t, s.stop(t))
+	})
 }

@@ -88,6 +88,15 @@ func (t ownedWritesTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	// only from the answer, so its events aren't held meanwhile.
 	if w.name != "" {
 		r.c.ownedWrites.writing(w.key(w.name))
+		// A panic below, which the reconcile recovers, still ends the
+		// write: left in flight, the object's events would be held for
+		// good.
+		defer func() {
+			if p := recover(); p != nil {
+				r.c.ownedWrites.wrote(w.key(w.name), nil)
+				panic(p)
+			}
+		}()
 	}
 	resp, err := t.next.RoundTrip(req)
 	got := writtenObject(resp, err)
@@ -214,9 +223,12 @@ func (c *Controller) ownedWrite(owner string, req *http.Request) (ownedWriteTarg
 }
 
 // ownedCached reports whether the Owns cache of w's resource holds the
-// object name in w's namespace at version v already: its event has come,
-// at least as far as the cache. It reports false for a nil v, or before
-// the cache is started.
+// object name in w's namespace at version v or a newer one already: v's
+// event has come, at least as far as the cache, and if another writer
+// changed the object before the answer came (the Deployment controller
+// writes a new Deployment's status at once), so has that change's. It
+// reports false for a nil v, for another object of the same name, or
+// before the cache is started.
 func (c *Controller) ownedCached(w ownedWriteTarget, name string, v *objectVersion) bool {
 	ch := c.caches[w.gvr]
 	if v == nil || ch == nil {
@@ -226,7 +238,8 @@ func (c *Controller) ownedCached(w ownedWriteTarget, name string, v *objectVersi
 	if inf == nil {
 		return false
 	}
-	return cachedVersion((*inf).GetIndexer(), objectKey(w.namespace, name)) == *v
+	cached := cachedVersion((*inf).GetIndexer(), objectKey(w.namespace, name))
+	return cached.uid == v.uid && newerOrSame(cached.resourceVersion, v.resourceVersion)
 }
 
 // writtenMetadata is what a write's answer tells of the object written:

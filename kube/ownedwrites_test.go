@@ -254,6 +254,29 @@ func TestACreationWhoseEventCameBeforeItsAnswerKeepsNothing(t *testing.T) {
 	key, _ := queue.Get()
 	queue.Done(key)
 
+	// Nor one whose object the cache holds at a newer version already:
+	// another writer, such as the Deployment controller writing a new
+	// Deployment's status, changed it before the answer came.
+	withOwnedCache(t, c, configMapOfW1("6"))
+	h.OnAdd(configMapOfW1("5"), false)
+	h.OnUpdate(configMapOfW1("5"), configMapOfW1("6"))
+	create()
+	require.Empty(t, c.ownedWrites.keys, "a creation whose object the cache holds at a newer version keeps nothing")
+	require.Equal(t, 1, queue.Len())
+	key, _ = queue.Get()
+	queue.Done(key)
+
+	// Another object of the same name, an older one, isn't a newer
+	// version of the one created.
+	withOwnedCache(t, c, newCachedMetadata(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name: "w1", Namespace: "team-a", UID: "old-cm-uid", ResourceVersion: "6",
+	}}))
+	create()
+	require.Len(t, c.ownedWrites.keys, 1, "a creation whose object's event hasn't come is kept")
+	h.OnAdd(configMapOfW1("5"), false)
+	require.Zero(t, queue.Len())
+	require.Empty(t, c.ownedWrites.keys)
+
 	// A creation whose event hasn't come is kept until it comes, as
 	// before.
 	withOwnedCache(t, c)
@@ -330,4 +353,23 @@ func TestACreationAnyOwnsOfItsResourceSelectsIsKept(t *testing.T) {
 	h := c.ownerHandler(queue, schema.GroupResource{Group: "parts.example.com", Resource: "gears"})
 	h.OnAdd(configMapOfW1("5"), false)
 	require.Zero(t, queue.Len(), "and its creation's event isn't queued")
+}
+
+// panicking is a RoundTripper that panics, as a broken layer might.
+type panicking struct{}
+
+func (panicking) RoundTrip(*http.Request) (*http.Response, error) { panic("the transport panicked") }
+
+func TestAnOwnedWriteThatPanicsHoldsNoEventForGood(t *testing.T) {
+	c := ownsConfigMaps()
+	queue := workqueue.NewTyped[string]()
+	defer queue.ShutDown()
+	h := c.ownerHandler(queue, schema.GroupResource{Resource: "configmaps"})
+	req, err := http.NewRequestWithContext(withReconciling(t.Context(), c, "team-a/w1"), http.MethodPatch,
+		"https://api.example.com/api/v1/namespaces/team-a/configmaps/w1?fieldManager=widgets", strings.NewReader(`{}`))
+	require.NoError(t, err)
+	require.Panics(t, func() { _, _ = ownedWritesTransport{next: panicking{}}.RoundTrip(req) })
+	require.Empty(t, c.ownedWrites.keys, "the write ended")
+	h.OnUpdate(configMapOfW1("4"), configMapOfW1("5"))
+	require.Equal(t, 1, queue.Len(), "a later change of the child isn't held")
 }

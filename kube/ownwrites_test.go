@@ -3,13 +3,17 @@ package kube
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/z5labs/humus"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	clienttesting "k8s.io/client-go/testing"
 )
 
 // queued records the keys ownWrites queues.
@@ -128,7 +132,7 @@ func TestANewObjectWithAFinalizerIsReconciledOnce(t *testing.T) {
 func TestAnotherWritersChangeReturnedByANoOpApplyIsQueued(t *testing.T) {
 	var o ownWrites
 	var q queued
-	annotated := func() bool { return false } // the event changed an annotation
+	annotated := func(writeScope) bool { return false } // the event changed an annotation
 	err := o.apply("ns/w1", func() (*objectVersion, error) {
 		o.changedFrom("ns/w1", version("w1", "3"), annotated, q.add)
 		return returns("w1", "3")()
@@ -144,27 +148,128 @@ func TestAnotherWritersChangeReturnedByANoOpApplyIsQueued(t *testing.T) {
 	require.Equal(t, queued{"ns/w1"}, q)
 }
 
-func TestOnlyStatusOrFinalizersChanged(t *testing.T) {
+func TestOnlyOwnWrites(t *testing.T) {
 	obj := cachedOfJSON
-	base := `{"metadata":{"name":"w1","resourceVersion":"1"},"spec":{"size":1}`
+	base := `{"metadata":{"name":"w1","resourceVersion":"1","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`
+	finalizer := writeScope{finalizer: "test/cleanup"}
+	status := writeScope{status: []string{"seen"}}
 	for _, tc := range []struct {
-		name string
-		new  string
-		want bool
+		name  string
+		new   string
+		scope writeScope
+		want  bool
 	}{
-		{"status", `{"metadata":{"name":"w1","resourceVersion":"2"},"spec":{"size":1},"status":{"ready":true}}`, true},
-		{"finalizers", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["f"]},"spec":{"size":1}}`, true},
-		{"annotation", `{"metadata":{"name":"w1","resourceVersion":"2","annotations":{"a":"b"}},"spec":{"size":1}}`, false},
-		{"spec", `{"metadata":{"name":"w1","resourceVersion":"2"},"spec":{"size":2}}`, false},
-		{"undecodable", `{`, false},
+		{"a status field the apply named", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":1,"phase":"Pending"}}`, status, true},
+		{"a status field the apply didn't name", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Running"}}`, status, false},
+		{"a status field added that the apply didn't name", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":1,"phase":"Pending","other":true}}`, status, false},
+		{"the status, by a metadata apply (a Kind's status is its kubelet's)", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":1,"phase":"Pending"}}`, finalizer, false},
+		{"the controller's finalizer", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep","test/cleanup"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, finalizer, true},
+		{"its finalizer and its annotation", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep","test/cleanup"],"annotations":{"a":"b","test/cleanup":"not finalized"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, finalizer, true},
+		{"another manager's finalizer", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep","third/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, finalizer, false},
+		{"another manager's finalizer removed", `{"metadata":{"name":"w1","resourceVersion":"2","annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, finalizer, false},
+		{"a finalizer, by a status apply", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep","test/cleanup"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, status, false},
+		{"an annotation", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"c"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, finalizer.union(status), false},
+		{"the spec", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":2},"status":{"seen":0,"phase":"Pending"}}`, finalizer.union(status), false},
+		{"undecodable", `{`, finalizer.union(status), false},
 		// Fields are compared as their bytes, which newCachedObject's
 		// encoding keeps alike for equal values; written otherwise, a
 		// field counts as changed, and the key is queued.
-		{"the spec written otherwise", `{"metadata":{"name":"w1","resourceVersion":"2"},"spec":{"size": 1}}`, false},
-		{"metadata's fields in another order", `{"metadata":{"resourceVersion":"2","name":"w1"},"spec":{"size":1},"status":{}}`, true},
+		{"the spec written otherwise", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size": 1},"status":{"seen":0,"phase":"Pending"}}`, status, false},
+		{"metadata's and status's fields in another order", `{"metadata":{"resourceVersion":"2","annotations":{"a":"b"},"name":"w1","finalizers":["other/keep"]},"spec":{"size":1},"status":{"phase":"Pending","seen":1}}`, status, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, onlyStatusOrFinalizersChanged(obj(base+`}`), obj(tc.new)))
+			require.Equal(t, tc.want, onlyOwnWrites(obj(base), obj(tc.new), tc.scope))
 		})
 	}
+	require.True(t, onlyOwnWrites(obj(`{"metadata":{"name":"w1","resourceVersion":"1"}}`), obj(`{"metadata":{"name":"w1","resourceVersion":"2"},"status":{"seen":1}}`), status),
+		"a status the object had none of")
+	require.Equal(t, []string{"seen", "phase"}, statusFieldsOf([]byte(`{"apiVersion":"v1","metadata":{"name":"w1"},"status":{"seen":1,"phase":"x"}}`)))
+}
+
+// A no-op apply returns the object at the version of whatever change came
+// last. When that change was another writer's, touching only a status field
+// the apply didn't write, or another manager's finalizer, it is news to the
+// controller: its event is queued, not taken for the controller's own.
+func TestAnotherWritersStatusOrFinalizerReturnedByANoOpApplyIsQueued(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		subresource string // the apply that finds the other writer's change
+		change      func(u *unstructured.Unstructured)
+	}{
+		{"another manager's finalizer, by the status apply", "status", func(u *unstructured.Unstructured) {
+			u.SetFinalizers(append(u.GetFinalizers(), "other.example.com/keep"))
+		}},
+		{"a status field the status apply didn't write", "status", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "set by another writer", "status", "message")
+		}},
+		{"the status, by the finalizer's apply", "", func(u *unstructured.Unstructured) {
+			_ = unstructured.SetNestedField(u.Object, "set by another writer", "status", "message")
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, newWidget("w1", 3))
+				var once sync.Once
+				f.dynamic.PrependReactor("patch", "widgets", func(action clienttesting.Action) (bool, runtime.Object, error) {
+					if action.GetSubresource() != tc.subresource {
+						return false, nil, nil
+					}
+					handled := false
+					var obj runtime.Object
+					var err error
+					once.Do(func() {
+						// The apply writes what is there already, and
+						// another writer's change lands first: the
+						// answer is that change's version.
+						handled = true
+						var apply unstructured.Unstructured
+						if err = apply.UnmarshalJSON(action.(clienttesting.PatchActionImpl).GetPatch()); err != nil {
+							return
+						}
+						u := f.get(t, widgetGVR, testNamespace, "w1").DeepCopy()
+						if tc.subresource == "status" {
+							u.Object["status"] = apply.Object["status"]
+						} else {
+							u.SetFinalizers(apply.GetFinalizers())
+						}
+						tc.change(u)
+						u.SetResourceVersion("another-writer")
+						obj, err = u, f.dynamic.Tracker().Update(widgetGVR, u, testNamespace)
+					})
+					return handled, obj, err
+				})
+				var reconciles counter
+				c := newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+					ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+						reconciles.add(w.Name)
+						return Result[widgetStatus]{Status: &widgetStatus{Seen: w.Spec.Size, Message: w.Status.Message}}, nil
+					}),
+					Finalize(widgetFinalizer, func(context.Context, widget) error { return nil }))
+				s := serve(t, c)
+				synctest.Wait()
+				time.Sleep(time.Minute)
+				synctest.Wait()
+
+				require.Equal(t, map[string]int{"w1": 2}, reconciles.get(), "the other writer's change reconciles once more")
+				require.NoError(t, s.stop(t))
+			})
+		})
+	}
+}
+
+// An apply that panics, which the reconcile recovers, still ends: left in
+// flight, its key's events would be held, and lost, for good.
+func TestAnApplyThatPanicsHoldsNoEventForGood(t *testing.T) {
+	var o ownWrites
+	var q queued
+	require.Panics(t, func() {
+		_ = o.apply("ns/w1", func() (*objectVersion, error) {
+			o.changed("ns/w1", version("w1", "2"), q.add)
+			panic("the client panicked")
+		})
+	})
+	require.Equal(t, queued{"ns/w1"}, q, "the event held meanwhile is queued")
+	o.changed("ns/w1", version("w1", "3"), q.add)
+	require.Equal(t, queued{"ns/w1", "ns/w1"}, q, "and a later one isn't held")
+	require.Empty(t, o.keys)
 }

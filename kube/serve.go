@@ -236,9 +236,9 @@ func (c *Controller) objectHandler(queue workqueue.TypedInterface[string]) cache
 			enqueue(obj)
 			return
 		}
-		onlyOurs := func() bool { return true }
+		onlyOurs := func(writeScope) bool { return true }
 		if o, ok := old.(*cachedObject); ok {
-			onlyOurs = func() bool { return onlyStatusOrFinalizersChanged(o, n) }
+			onlyOurs = func(s writeScope) bool { return onlyOwnWrites(o, n, s) }
 		}
 		c.own.changedFrom(n.Key(), objectVersion{uid: n.GetUID(), resourceVersion: n.GetResourceVersion()}, onlyOurs, queue.Add)
 	}

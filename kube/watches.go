@@ -51,12 +51,16 @@ type Map interface{ isMap() }
 
 // MapFunc returns the controller's objects to reconcile when obj, an object
 // of a watched resource, is added, updated or deleted (a deleted object as
-// the cache last saw it). obj is a copy of the object's metadata, its own
+// the cache last saw it). An update is mapped twice, its old object and its
+// new one, and the keys of both are queued, as controller-runtime's
+// EnqueueRequestsFromMapFunc does: a label moved from one object to another
+// reconciles both. obj is a copy of the object's metadata, its own
 // to keep. A key's Namespace is "" for a cluster-scoped object; keys
 // already waiting in the work queue are waiting once. A panic is recovered
 // and recorded as a reconcile's is (a span and an ERROR record, map
 // panicked), and maps to no key. f runs on the informer's goroutine, once
-// for each event, so it should be quick: it must not block on I/O.
+// for each event (twice for an update), so it should be quick: it must
+// not block on I/O.
 type MapFunc func(obj *metav1.PartialObjectMetadata) []types.NamespacedName
 
 func (MapFunc) isMap() {}
@@ -243,10 +247,31 @@ func (c *Controller) watchHandler(w watchSpec, resource cache.Indexer, queue wor
 		}
 	}
 	return cache.ResourceEventHandlerFuncs{
-		AddFunc:    enqueue,
-		UpdateFunc: func(_, obj any) { enqueue(obj) },
+		AddFunc: enqueue,
+		UpdateFunc: func(old, obj any) {
+			// A MapFunc maps the old object too, as controller-runtime's
+			// EnqueueRequestsFromMapFunc does: one that maps by a label,
+			// an annotation or an owner reference would miss the objects
+			// only the old version maps to. References' index is by the
+			// watched object's name, which an update never changes, and a
+			// resync's old object is its new one.
+			if w.mapFunc != nil && !sameVersion(old, obj) {
+				enqueue(old)
+			}
+			enqueue(obj)
+		},
 		DeleteFunc: enqueue,
 	}
+}
+
+// sameVersion reports whether old and obj are one version of one object,
+// as a resync hands them to an update: the same uid and resourceVersion.
+// Objects without a resourceVersion are never the same.
+func sameVersion(old, obj any) bool {
+	o, errO := meta.Accessor(old)
+	n, errN := meta.Accessor(obj)
+	return errO == nil && errN == nil && o.GetResourceVersion() != "" &&
+		o.GetUID() == n.GetUID() && o.GetResourceVersion() == n.GetResourceVersion()
 }
 
 // mapKeys returns the keys w maps obj to, a watched object or the

@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // configMap is a ConfigMap in the test namespace as the metadata client
@@ -366,4 +367,64 @@ func TestWatchesAndSelectorsAreChecked(t *testing.T) {
 
 func gvr(group, version, resource string) k8sschema.GroupVersionResource {
 	return k8sschema.GroupVersionResource{Group: group, Version: version, Resource: resource}
+}
+
+// A MapFunc that maps by a label misses the object the old version mapped
+// to unless both versions are mapped, as controller-runtime's
+// EnqueueRequestsFromMapFunc maps them.
+func TestWatchesMapsAnUpdatesOldObjectAndItsNewOne(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1), newWidget("w2", 1), newWidget("w3", 1))
+		md := f.metadata.Tracker()
+		require.NoError(t, md.Create(configMapGVR, configMap("cm", map[string]string{"widget": "w1"}), testNamespace))
+		var n counter
+		var maps counter
+		byLabel := MapFunc(func(obj *metav1.PartialObjectMetadata) []types.NamespacedName {
+			maps.add(obj.Labels["widget"])
+			return []types.NamespacedName{{Namespace: obj.Namespace, Name: obj.Labels["widget"]}}
+		})
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(), noStatus(&n), Watches(configMapGVR, byLabel))
+		s := serve(t, c)
+		synctest.Wait()
+		require.Equal(t, map[string]int{"w1": 1, "w2": 1, "w3": 1}, n.get())
+
+		require.NoError(t, md.Update(configMapGVR, configMap("cm", map[string]string{"widget": "w2"}), testNamespace))
+		synctest.Wait()
+		require.Equal(t, map[string]int{"w1": 2, "w2": 2, "w3": 1}, n.get(), "the label moved from w1 to w2 reconciles both")
+
+		require.NoError(t, md.Update(configMapGVR, configMap("cm", nil), testNamespace))
+		synctest.Wait()
+		require.Equal(t, map[string]int{"w1": 2, "w2": 3, "w3": 1}, n.get(), "the label removed reconciles w2, which it mapped to")
+
+		before := maps.get()
+		require.NoError(t, md.Update(configMapGVR, configMap("cm", map[string]string{"widget": "w3"}), testNamespace))
+		synctest.Wait()
+		require.Equal(t, map[string]int{"w1": 2, "w2": 3, "w3": 2}, n.get())
+		require.Equal(t, before[""]+1, maps.get()[""], "the old object is mapped once")
+		require.Equal(t, before["w3"]+1, maps.get()["w3"], "and the new one once")
+
+		require.NoError(t, s.stop(t))
+	})
+}
+
+// A resync hands an update the same object twice: it is mapped once.
+func TestWatchesMapsAResyncOnce(t *testing.T) {
+	var maps counter
+	w := watchSpec{mapFunc: func(obj *metav1.PartialObjectMetadata) []types.NamespacedName {
+		maps.add(obj.Labels["widget"])
+		return []types.NamespacedName{{Namespace: obj.Namespace, Name: obj.Labels["widget"]}}
+	}}
+	queue := workqueue.NewTyped[string]()
+	defer queue.ShutDown()
+	h := (&Controller{}).watchHandler(w, nil, queue)
+	at := func(rv, widget string) *metav1.PartialObjectMetadata {
+		cm := configMap("cm", map[string]string{"widget": widget})
+		cm.UID, cm.ResourceVersion = "cm-uid", rv
+		return cm
+	}
+	h.OnUpdate(at("5", "w1"), at("5", "w1"))
+	require.Equal(t, map[string]int{"w1": 1}, maps.get())
+	h.OnUpdate(at("5", "w1"), at("6", "w2"))
+	require.Equal(t, map[string]int{"w1": 2, "w2": 1}, maps.get())
+	require.Equal(t, 2, queue.Len())
 }

@@ -1,24 +1,17 @@
 package appconfig
 
 import (
-	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net"
 	"net/http"
 	"net/netip"
 	"path"
 	"strconv"
 	"strings"
-	"sync"
-	"time"
-
-	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/z5labs/humus"
-	"github.com/z5labs/humus/health"
+	"github.com/z5labs/humus/httpserver"
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/delegatedauth"
 )
@@ -53,16 +46,12 @@ const (
 	EnvMetricsCertDir = "METRICS_CERT_DIR" // an absolute path; MetricsConfig.CertDir; default "", self-signed
 )
 
-// The files of a MetricsConfig.CertDir: a kubernetes.io/tls Secret's keys.
+// The files of a MetricsConfig.CertDir: a kubernetes.io/tls Secret's keys,
+// as httpserver.CertDir reads them.
 const (
-	CertFile = "tls.crt"
-	KeyFile  = "tls.key"
+	CertFile = httpserver.CertFile
+	KeyFile  = httpserver.KeyFile
 )
-
-// certReload is how often, at most, a CertDir's files are read again, so
-// that a certificate cert-manager renews (and the kubelet updates in the
-// mounted Secret) is served without a restart.
-const certReload = time.Minute
 
 // readMetrics returns the MetricsConfig of the variables' values, checked.
 func readMetrics(addr, dir string, secure bool) (MetricsConfig, error) {
@@ -120,8 +109,8 @@ func isLoopback(host string) bool {
 }
 
 // ServeMetrics returns the Service that serves s.Telemetry's metrics (as
-// MetricsHandler does) at MetricsPath on m.Addr, listening through s.Host, or nil when
-// m.Addr is "":
+// MetricsHandler does) at MetricsPath on m.Addr, an httpserver named
+// "metrics" listening through s.Host, or nil when m.Addr is "":
 //
 //   - by default over TLS, HTTP/1.1 only (HTTP/2 is off, as kubebuilder
 //     turns it off against its rapid-reset attacks, CVE-2023-44487), TLS
@@ -130,17 +119,18 @@ func isLoopback(host string) bool {
 //     (delegatedauth.Handler): no token is 401, a token without that
 //     permission 403. c's credentials must allow creating tokenreviews and
 //     subjectaccessreviews (see the deploy files' rbac.yaml). The
-//     certificate is m.CertDir's, read through s.Host.FS at start and at
-//     most once a minute after; when m.CertDir is "", it is a self-signed
-//     one for localhost generated at start (client-go's
-//     cert.GenerateSelfSignedCertKey), so a scraper must skip verifying it,
-//     as Prometheus does with insecure_skip_verify.
+//     certificate is m.CertDir's, read through s.Host.FS at start and
+//     again as it rotates (httpserver.CertDir); when m.CertDir is "", it is
+//     one for localhost signed by a CA made at start
+//     (httpserver.NewAuthority), so a scraper must skip verifying it, as
+//     Prometheus does with insecure_skip_verify.
 //   - with m.Insecure, over plain HTTP to anyone, for a local run: m.Addr
 //     must then be on loopback.
 //
-// It returns an error naming every mistake in m, an error reading or
-// parsing m.CertDir's files, and delegatedauth.Handler's errors. Every
-// other path is 404.
+// What the server logs, such as a scraper's failed TLS handshake, goes to
+// s.Telemetry's LoggerProvider. It returns an error naming every mistake
+// in m, an error reading or parsing m.CertDir's files, and
+// delegatedauth.Handler's errors. Every other path is 404.
 func ServeMetrics(s *humus.Setup, c *kube.Client, m MetricsConfig) (humus.Service, error) {
 	if m.Addr == "" {
 		return nil, nil
@@ -152,88 +142,39 @@ func ServeMetrics(s *humus.Setup, c *kube.Client, m MetricsConfig) (humus.Servic
 		return nil, errors.New("appconfig: ServeMetrics was given a nil Setup")
 	}
 	h := MetricsHandler(s.Telemetry)
-	if m.Insecure {
-		return health.NewProbes(s, m.Addr, health.Handler(MetricsPath, h)), nil
-	}
-	h, err := delegatedauth.Handler(s, c, h)
-	if err != nil {
-		return nil, err
-	}
-	getCert, err := certificate(s.Host.FS, m.CertDir, time.Now)
-	if err != nil {
-		return nil, err
-	}
-	tlsConfig := &tls.Config{
-		MinVersion:     tls.VersionTLS12,
-		NextProtos:     []string{"http/1.1"},
-		GetCertificate: getCert,
-	}
-	host := s.Host
-	listen := host.Listen
-	if listen == nil {
-		return nil, errors.New("appconfig: ServeMetrics: s.Host.Listen is nil")
-	}
-	host.Listen = func(ctx context.Context, network, addr string) (net.Listener, error) {
-		ln, err := listen(ctx, network, addr)
-		if err != nil {
-			return nil, fmt.Errorf("the metrics' listener: %w", err)
+	cfg := httpserver.Config{Name: "metrics", Addr: m.Addr, HTTP1Only: true}
+	if !m.Insecure {
+		var err error
+		if h, err = delegatedauth.Handler(s, c, h); err != nil {
+			return nil, err
 		}
-		return tls.NewListener(ln, tlsConfig), nil
+		if cfg.Certificate, err = metricsCertificate(s, m.CertDir); err != nil {
+			return nil, err
+		}
 	}
-	return health.NewProbes(&humus.Setup{Host: host, Telemetry: s.Telemetry}, m.Addr, health.Handler(MetricsPath, h)), nil
+	mux := http.NewServeMux()
+	mux.Handle(MetricsPath, h)
+	cfg.Handler = mux
+	return httpserver.New(s, cfg)
 }
 
-// certificate returns a tls.Config's GetCertificate: dir's tls.crt and
-// tls.key, read through fsys now and again when a handshake finds them
-// read more than certReload ago (a failed reload keeps the last pair), or,
-// when dir is "", a self-signed pair for localhost.
-func certificate(fsys fs.FS, dir string, now func() time.Time) (func(*tls.ClientHelloInfo) (*tls.Certificate, error), error) {
+// metricsCertificate returns dir's certificate, read as it rotates, or,
+// when dir is "", one for localhost made now.
+func metricsCertificate(s *humus.Setup, dir string) (httpserver.Certificate, error) {
 	if dir == "" {
-		certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("localhost", nil, nil)
+		a, err := httpserver.NewAuthority(0, "localhost")
 		if err != nil {
-			return nil, fmt.Errorf("generating the metrics' self-signed certificate: %w", err)
+			return nil, fmt.Errorf("the metrics' self-made certificate: %w", err)
 		}
-		cert, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("the metrics' self-signed certificate: %w", err)
-		}
-		return func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }, nil
+		return a, nil
 	}
-	if fsys == nil {
-		return nil, fmt.Errorf("%s is set, but the Host has no FS to read it through", EnvMetricsCertDir)
-	}
-	load := func() (*tls.Certificate, error) {
-		certPEM, err := fs.ReadFile(fsys, path.Join(dir, CertFile))
-		if err != nil {
-			return nil, fmt.Errorf("reading the metrics' certificate from %s /%s: %w", EnvMetricsCertDir, dir, err)
-		}
-		keyPEM, err := fs.ReadFile(fsys, path.Join(dir, KeyFile))
-		if err != nil {
-			return nil, fmt.Errorf("reading the metrics' certificate key from %s /%s: %w", EnvMetricsCertDir, dir, err)
-		}
-		cert, err := tls.X509KeyPair(certPEM, keyPEM)
-		if err != nil {
-			return nil, fmt.Errorf("the metrics' certificate in /%s: %w", dir, err)
-		}
-		return &cert, nil
-	}
-	cert, err := load()
+	f, err := httpserver.CertDir(s, dir)
 	if err != nil {
-		return nil, err
+		// The directory as METRICS_CERT_DIR names it, with its leading
+		// slash.
+		return nil, fmt.Errorf("the metrics' certificate, in %s /%s: %w", EnvMetricsCertDir, dir, err)
 	}
-	var mu sync.Mutex
-	loaded := now()
-	return func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		if now().Sub(loaded) >= certReload {
-			loaded = now()
-			if c, err := load(); err == nil {
-				cert = c
-			}
-		}
-		return cert, nil
-	}, nil
+	return f, nil
 }
 
 // MetricsHandler returns the handler of t's metrics in Prometheus' text

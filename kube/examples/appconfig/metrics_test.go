@@ -6,11 +6,13 @@ import (
 	"crypto/x509"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
 	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/z5labs/humus"
@@ -146,6 +148,42 @@ func TestServeMetricsWithoutACertDirMakesASelfSignedCertificate(t *testing.T) {
 	})
 }
 
+func TestServeMetricsLogsAFailedHandshakeThroughTheAppsLogger(t *testing.T) {
+	// A scraper that doesn't trust the certificate was a line on the
+	// Host's stderr, "health: probes: http: TLS handshake error ...",
+	// outside the App's logs and named as the probes'.
+	synctest.Test(t, func(t *testing.T) {
+		h := humustest.NewHost(t)
+		tel := humustest.NewTelemetry(t)
+		s := &humus.Setup{Host: h.Host, Telemetry: tel.Telemetry}
+		svc, err := appconfig.ServeMetrics(s, client(t, s), appconfig.MetricsConfig{Addr: ":8443"})
+		require.NoError(t, err)
+		humustest.TestService(t, svc)
+		synctest.Wait()
+		c := &http.Client{Transport: &http.Transport{
+			DialContext:       h.Dial,
+			TLSClientConfig:   &tls.Config{MinVersion: tls.VersionTLS12}, // trusts no self-made CA
+			DisableKeepAlives: true,
+		}}
+		_, err = c.Get("https://pod.test:8443/metrics")
+		require.ErrorContains(t, err, "tls: failed to verify certificate")
+		synctest.Wait()
+		require.Empty(t, h.StderrString())
+		var names []string
+		for _, r := range tel.Records() {
+			if strings.Contains(r.Body().AsString(), "http: TLS handshake error") {
+				r.WalkAttributes(func(kv attribute.KeyValue) bool {
+					if kv.Key == "humus.server.name" {
+						names = append(names, kv.Value.AsString())
+					}
+					return true
+				})
+			}
+		}
+		require.Equal(t, []string{"metrics"}, names)
+	})
+}
+
 func TestServeMetricsInsecureServesAnyoneOverPlainHTTP(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		h := humustest.NewHost(t)
@@ -179,7 +217,7 @@ func TestServeMetricsMistakes(t *testing.T) {
 	_, err = appconfig.ServeMetrics(s, client(t, s), appconfig.MetricsConfig{Addr: ":8443", CertDir: "missing"})
 	// The directory as METRICS_CERT_DIR names it, with its leading slash,
 	// not only as the FS does.
-	require.ErrorContains(t, err, "reading the metrics' certificate from METRICS_CERT_DIR /missing: open missing/tls.crt")
+	require.EqualError(t, err, "the metrics' certificate, in METRICS_CERT_DIR /missing: httpserver: reading the certificate /missing/tls.crt: open missing/tls.crt: file does not exist")
 }
 
 func getBody(t *testing.T, h *humustest.Host, url string) (int, string) {

@@ -8,6 +8,9 @@
 //     schema that share their types, which run without the tag;
 //   - controllertools: kube's CRD against controller-gen's for
 //     controller-tools' CronJob, offline and on the API server;
+//   - conversion and admission: kube/conversion's and kube/admission's
+//     webhooks, served by httpserver over TLS, called by the API server
+//     for a two-version CRD and for labelled ConfigMaps;
 //   - upstream: the embedded table of Kubernetes' types against the local
 //     API server's /openapi/v3;
 //   - cmd/upstreamgen: the command kube's go:generate runs to rewrite that
