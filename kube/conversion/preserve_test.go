@@ -1,12 +1,14 @@
 package conversion_test
 
 import (
+	"encoding/json"
 	"math"
 	"testing"
 
 	"github.com/stretchr/testify/require"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/kube/conversion"
 )
 
@@ -133,4 +135,36 @@ func TestRoundTripPassesAPreservingSpokeAndFailsWithoutIt(t *testing.T) {
 	require.Error(t, err)
 	require.Regexp(t, `Thing\.example\.com hub v2 → v1 → hub v2 \(seed 1, iteration \d+\): came back different at spec\.(count|limits|paused)`, err.Error())
 	require.NotContains(t, err.Error(), "v1 → hub v2 → v1", "v1 loses nothing through the hub")
+}
+
+func TestAPreservingSpokeKeepsAHubOnlyFieldThroughTheHandler(t *testing.T) {
+	h, err := conversion.Handler(&humus.Setup{}, conversion.Kind[ThingV2]{
+		Group: "example.com", Kind: "Thing", Hub: "v2",
+		Spokes: []conversion.Spoke[ThingV2]{conversion.NewSpoke("v1", thingV1ToV2, thingV2ToV1).Preserving()},
+	})
+	require.NoError(t, err)
+	thing := func(version, metadata, spec string) string {
+		return `{"apiVersion":"example.com/` + version + `","kind":"Thing","metadata":` + metadata + `,"spec":` + spec + `}`
+	}
+	// Read at v1: the stored v2 object comes with the annotation.
+	resp := answer(t, h, review("example.com/v1", thing("v2", `{"name":"t","uid":"u","resourceVersion":"1"}`, `{"count":3,"paused":true}`)))
+	require.Equal(t, metav1.StatusSuccess, resp.Result.Status, resp.Result.Message)
+	require.Len(t, resp.ConvertedObjects, 1)
+	var v1 ThingV1
+	require.NoError(t, json.Unmarshal(resp.ConvertedObjects[0].Raw, &v1))
+	require.Contains(t, v1.Annotations, conversion.PreservedAnnotation)
+
+	// Written back at v1 with a new count: stored at v2, paused kept, the
+	// annotation gone.
+	v1.Spec.Count = 4
+	v1.APIVersion, v1.Kind = "example.com/v1", "Thing"
+	raw, err := json.Marshal(&v1)
+	require.NoError(t, err)
+	resp = answer(t, h, review("example.com/v2", string(raw)))
+	require.Equal(t, metav1.StatusSuccess, resp.Result.Status, resp.Result.Message)
+	var v2 ThingV2
+	require.NoError(t, json.Unmarshal(resp.ConvertedObjects[0].Raw, &v2))
+	require.EqualValues(t, 4, v2.Spec.Count)
+	require.True(t, v2.Spec.Paused)
+	require.NotContains(t, v2.Annotations, conversion.PreservedAnnotation)
 }
