@@ -52,6 +52,14 @@ type preserved struct {
 // restored all the same; have the spoke's toHub carry such a pair, or
 // keep it in one field.
 //
+// Only the hub's fields are preserved: a spoke's object carries the hub's
+// data, not the other way round. The hub's Go type is to hold everything
+// every version can say, as Kubernetes' internal version does (its API
+// conventions ask that every version round-trip through it losslessly), so
+// that a field only an older version has gets a field in the hub, not an
+// annotation in etcd; RoundTrip's spoke → hub → spoke direction checks
+// that it does.
+//
 // The spoke's Go type must embed metav1.ObjectMeta (its annotations hold
 // the data), and its conversions copy the metadata, as NewSpoke asks. The
 // annotation counts toward the object's 256 KiB of annotations; a client
