@@ -85,8 +85,9 @@ type AdmissionValidation struct {
 // matching r's writes (its group, version and plural, and p's
 // operations), and its ValidatingAdmissionPolicyBinding, of the same name.
 // Apply both; the binding makes the policy act. The CEL expressions are
-// compiled by the API server when it acts on the policy: a type error is
-// then in the policy's status.typeChecking, not here.
+// compiled by the API server, not here: it refuses a policy whose
+// expression doesn't compile, and reports a type error against the
+// resource's schema in the policy's status.typeChecking.
 //
 // Bad input is one error naming every mistake: an empty or invalid
 // Name, a resource with no group, version or plural, no validations, an
