@@ -41,7 +41,7 @@ func TestTheCachedClientsInformerSyncsOnAWatchListAndCachesEachObject(t *testing
 	defer srv.Close()
 	cc, err := objcache.NewClient(&rest.Config{Host: srv.URL})
 	require.NoError(t, err)
-	inf, err := newResourceInformer(clients{cached: cc}, nil, schema.GroupVersionResource{Group: "test.example.com", Version: "v1", Resource: "widgets"}, "default", "", 0)
+	inf, err := newResourceInformer(clients{cached: cc}, nil, schema.GroupVersionResource{Group: "test.example.com", Version: "v1", Resource: "widgets"}, "default", selectors{}, 0)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()

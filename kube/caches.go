@@ -64,7 +64,7 @@ func (c *Controller) startCaches(ctx context.Context, unserved chan<- error) (*c
 		return nil
 	}
 	var err error
-	cs.resource, err = newResourceInformer(c.clients, rw, c.gvr, ns, c.settings.LabelSelector, c.settings.Resync)
+	cs.resource, err = newResourceInformer(c.clients, rw, c.gvr, ns, selectors{label: c.settings.LabelSelector, field: c.settings.FieldSelector}, c.settings.Resync)
 	if err == nil {
 		c.cache(c.gvr, cs.resource)
 	}
@@ -303,8 +303,8 @@ func (c *Controller) catchUp(ctx context.Context, cs *caches) error {
 
 // waitCurrent waits, until ctx ends, until the
 // resource's cache holds what the API server holds now: it lists the
-// resource with a quorum read (the informer's namespace and label
-// selector, 500 objects a page) and waits until the cache has passed the
+// resource with a quorum read (the informer's namespace, label selector
+// and field selector, 500 objects a page) and waits until the cache has passed the
 // list (cachePassed): its informer has stored every event up to the
 // list's resourceVersion, so it holds every listed object at that version
 // or a newer one, or deleted since. Until then, it judges object by
@@ -411,7 +411,7 @@ func cachedVersion(indexer cache.Indexer, key string) objectVersion {
 // returns the resourceVersion of each by its cache key, and the list's.
 func (c *Controller) listVersions(ctx context.Context) (map[string]string, string, error) {
 	versions := map[string]string{}
-	opts := metav1.ListOptions{Limit: 500, LabelSelector: c.settings.LabelSelector}
+	opts := metav1.ListOptions{Limit: 500, LabelSelector: c.settings.LabelSelector, FieldSelector: c.settings.FieldSelector}
 	if cc := c.clients.cached; cc != nil {
 		for {
 			listRV, next, err := cc.Versions(ctx, c.gvr, c.settings.Namespace, opts, versions)

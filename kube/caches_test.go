@@ -245,7 +245,7 @@ func TestAWatchIsOpenOnlyFromItsStartUntilItsStopNotOnAListThatSucceeds(t *testi
 			return true, w, err
 		})
 		h := newWatchHealth(widgetGVR.String(), 30*time.Second, nil)
-		inf, err := newResourceInformer(clients{dynamic: f.dynamic}, h, widgetGVR, "", "", 0)
+		inf, err := newResourceInformer(clients{dynamic: f.dynamic}, h, widgetGVR, "", selectors{}, 0)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan struct{})
@@ -361,5 +361,43 @@ func TestANewLeadersCatchUpEndsWhenAListedObjectIsDeletedBeforeItsCacheLooks(t *
 		require.Subset(t, seen.get(), []int64{1, 3}, "w1 and w3 reconciled")
 		require.NotContains(t, seen.get(), int64(2), "w2, gone from the cache before the workers started, reconciled")
 		require.NoError(t, s.stop(t))
+	})
+}
+
+// TestSelectorsReachEveryListAndWatchOfTheResource: Settings.LabelSelector
+// and Settings.FieldSelector limit the resource's informer, its list and its
+// watch, and the new leader's catch-up list (listVersions), as the API
+// server must see them to send only the selected objects.
+func TestSelectorsReachEveryListAndWatchOfTheResource(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		settings := testSettings()
+		settings.LabelSelector = "shard=a"
+		settings.FieldSelector = "spec.size=1"
+		var n counter
+		c := newWidgetController(t, f, humus.Telemetry{}, settings, noStatus(&n))
+		s := serve(t, c)
+		synctest.Wait()
+		require.NoError(t, s.stop(t))
+
+		var lists, watches int
+		for _, a := range f.dynamic.Actions() {
+			if a.GetResource() != widgetGVR || (a.GetVerb() != "list" && a.GetVerb() != "watch") {
+				continue
+			}
+			var l, fs string
+			switch a := a.(type) {
+			case clienttesting.ListAction:
+				lists++
+				l, fs = a.GetListRestrictions().Labels.String(), a.GetListRestrictions().Fields.String()
+			case clienttesting.WatchAction:
+				watches++
+				l, fs = a.GetWatchRestrictions().Labels.String(), a.GetWatchRestrictions().Fields.String()
+			}
+			require.Equal(t, "shard=a", l, "%s", a.GetVerb())
+			require.Equal(t, "spec.size=1", fs, "%s", a.GetVerb())
+		}
+		require.GreaterOrEqual(t, lists, 2, "the informer's list and the catch-up's")
+		require.GreaterOrEqual(t, watches, 1)
 	})
 }

@@ -359,7 +359,7 @@ func BenchmarkCacheWithALabelSelector(b *testing.B) {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				inf, err := newResourceInformer(clients{dynamic: client}, newWatchHealth(gvr.String(), time.Minute, nil), gvr, "bench", selector, 0)
+				inf, err := newResourceInformer(clients{dynamic: client}, newWatchHealth(gvr.String(), time.Minute, nil), gvr, "bench", selectors{label: selector}, 0)
 				if err != nil {
 					b.Fatal(err)
 				}

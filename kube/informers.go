@@ -20,15 +20,24 @@ import (
 // metadatainformer (NewFilteredDynamicInformer, NewFilteredMetadataInformer),
 // built here only so that their watches are detached: see detachedWatch.
 
+// selectors are the label and field selectors an informer lists and
+// watches with, in kubectl's syntax; "" selects every object.
+type selectors struct{ label, field string }
+
+// apply sets o's LabelSelector and FieldSelector to s's.
+func (s selectors) apply(o *metav1.ListOptions) {
+	o.LabelSelector, o.FieldSelector = s.label, s.field
+}
+
 // newResourceInformer is dynamicinformer.NewFilteredDynamicInformer's
-// informer of gvr in namespace ("" for all) of the objects selector selects
-// ("" for all), with detached watches, whose cache holds each object as a
+// informer of gvr in namespace ("" for all) of the objects sel selects
+// (the zero selectors for all), with detached watches, whose cache holds each object as a
 // *cachedObject with its JSON. It lists and watches through cl.cached,
 // which reads the JSON straight into cachedObjects, and through
 // cl.dynamic, whose unstructured objects its transform makes
 // cachedObjects, when cl.cached is nil (client-go's fakes). A resync of 0
 // never resyncs. Its lists and watches are recorded in h, unless h is nil.
-func newResourceInformer(cl clients, h *watchHealth, gvr schema.GroupVersionResource, namespace, selector string, resync time.Duration) (cache.SharedIndexInformer, error) {
+func newResourceInformer(cl clients, h *watchHealth, gvr schema.GroupVersionResource, namespace string, sel selectors, resync time.Duration) (cache.SharedIndexInformer, error) {
 	opts := cache.SharedIndexInformerOptions{ResyncPeriod: resync, ObjectDescription: gvr.String()}
 	if cc := cl.cached; cc != nil {
 		return newInformer(cc, h,
@@ -38,10 +47,10 @@ func newResourceInformer(cl clients, h *watchHealth, gvr schema.GroupVersionReso
 			func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 				return cc.Watch(ctx, gvr, namespace, o)
 			},
-			selector, &cachedObject{}, objcache.CompactObject, opts)
+			sel, &cachedObject{}, objcache.CompactObject, opts)
 	}
 	ri := cl.dynamic.Resource(gvr).Namespace(namespace)
-	return newInformer(cl.dynamic, h, ri.List, ri.Watch, selector, &unstructured.Unstructured{}, objcache.CompactObject, opts)
+	return newInformer(cl.dynamic, h, ri.List, ri.Watch, sel, &unstructured.Unstructured{}, objcache.CompactObject, opts)
 }
 
 // newMetadataInformer is metadatainformer.NewFilteredMetadataInformer's
@@ -52,21 +61,21 @@ func newResourceInformer(cl clients, h *watchHealth, gvr schema.GroupVersionReso
 // is nil.
 func newMetadataInformer(client metadata.Interface, h *watchHealth, gvr schema.GroupVersionResource, namespace, selector string, transform cache.TransformFunc) (cache.SharedIndexInformer, error) {
 	ri := client.Resource(gvr).Namespace(namespace)
-	return newInformer(client, h, ri.List, ri.Watch, selector, &metav1.PartialObjectMetadata{}, transform,
+	return newInformer(client, h, ri.List, ri.Watch, selectors{label: selector}, &metav1.PartialObjectMetadata{}, transform,
 		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String() + " metadata"})
 }
 
 // newInformer is an informer of the objects list and start list and watch,
-// limited to those selector selects, with client-go's watch-list semantics
+// limited to those sel selects, with client-go's watch-list semantics
 // where client supports them (cache.ToListWatcherWithWatchListSemantics),
 // and detached watches, which caches each object as transform returns it.
 // The outcome of each list and each watch's start is recorded in h
 // (watchHealth.called), and so is each watch's stop (watchHealth.closed),
 // unless h is nil.
-func newInformer[L runtime.Object](client any, h *watchHealth, list func(context.Context, metav1.ListOptions) (L, error), start func(context.Context, metav1.ListOptions) (watch.Interface, error), selector string, obj runtime.Object, transform cache.TransformFunc, opts cache.SharedIndexInformerOptions) (cache.SharedIndexInformer, error) {
+func newInformer[L runtime.Object](client any, h *watchHealth, list func(context.Context, metav1.ListOptions) (L, error), start func(context.Context, metav1.ListOptions) (watch.Interface, error), sel selectors, obj runtime.Object, transform cache.TransformFunc, opts cache.SharedIndexInformerOptions) (cache.SharedIndexInformer, error) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			o.LabelSelector = selector
+			sel.apply(&o)
 			l, err := list(ctx, o)
 			h.called(ctx, err, false)
 			if err != nil {
@@ -75,7 +84,7 @@ func newInformer[L runtime.Object](client any, h *watchHealth, list func(context
 			return l, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			o.LabelSelector = selector
+			sel.apply(&o)
 			w, err := detachedWatch(start)(ctx, o)
 			h.called(ctx, err, true)
 			if err != nil || w == nil || h == nil {

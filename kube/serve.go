@@ -83,10 +83,12 @@ func (c *Controller) Serve(ctx context.Context) error {
 	return c.lead(ctx, workCtx, caches, td, unserved)
 }
 
-// checkServed lists the resource with a limit of 1, and returns an error
-// naming it if the API server doesn't serve it.
+// checkServed lists the resource with a limit of 1 and the settings'
+// selectors, and returns an error naming it if the API server doesn't serve
+// it or refuses a selector (a field it doesn't select by: 400 Bad Request).
 func (c *Controller) checkServed(ctx context.Context) error {
-	if _, err := c.clients.dynamic.Resource(c.gvr).Namespace(c.settings.Namespace).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
+	opts := metav1.ListOptions{Limit: 1, LabelSelector: c.settings.LabelSelector, FieldSelector: c.settings.FieldSelector}
+	if _, err := c.clients.dynamic.Resource(c.gvr).Namespace(c.settings.Namespace).List(ctx, opts); err != nil {
 		return fmt.Errorf("kube: listing %s: %w", c.gvr, err)
 	}
 	return nil

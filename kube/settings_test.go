@@ -64,6 +64,9 @@ func TestChecks(t *testing.T) {
 		{"negative catch-up timeout", CheckCatchUpTimeout(-time.Second), "catch-up timeout is -1s: it must be positive"},
 		{"retry period", CheckRetryPeriod(time.Second), ""},
 		{"zero retry period", CheckRetryPeriod(0), "retry period is 0s: it must be positive"},
+		{"field selector", CheckFieldSelector("spec.tier=gold,metadata.name!=old"), ""},
+		{"empty field selector", CheckFieldSelector(""), ""},
+		{"field selector without an operator", CheckFieldSelector("spec.tier"), `field selector "spec.tier" doesn't parse`},
 		{"client-go verbosity", CheckClientGoVerbosity(10), ""},
 		{"negative client-go verbosity", CheckClientGoVerbosity(-1), "client-go verbosity is -1: it must be 0 to 10"},
 	} {
@@ -91,6 +94,7 @@ func TestNewControllerNamesEveryMistake(t *testing.T) {
 	settings.LeaderElection.RenewDeadline = 20 * time.Second
 	settings.Namespace = "team-a"
 	settings.ClientGoVerbosity = 11
+	settings.FieldSelector = "spec.size"
 	r := widgets()
 	r.Group = ""
 	r.Scope = Cluster
@@ -111,6 +115,7 @@ func TestNewControllerNamesEveryMistake(t *testing.T) {
 		"Owns(apps/, Resource=deployments) has no Version",
 		"f takes a v1.Namespace, not the controller's kube.Object[",
 		"Settings.ClientGoVerbosity is 11: it must be 0 to 10",
+		`Settings.FieldSelector "spec.size" doesn't parse`,
 	} {
 		require.ErrorContains(t, err, want)
 	}

@@ -376,7 +376,7 @@ func (c *Controller) watchInformers(resource cache.SharedIndexInformer, queue wo
 		var inf cache.SharedIndexInformer
 		var err error
 		if w.objects {
-			inf, err = newResourceInformer(c.clients, nil, w.gvr, ns, w.selector, 0)
+			inf, err = newResourceInformer(c.clients, nil, w.gvr, ns, selectors{label: w.selector}, 0)
 		} else {
 			inf, err = newMetadataInformer(c.clients.metadata, nil, w.gvr, ns, w.selector, dropManagedFields)
 		}
