@@ -67,22 +67,21 @@ type reconciling struct {
 
 // withReconciling returns ctx carrying c and the key it reconciles.
 func withReconciling(ctx context.Context, c *Controller, key string) context.Context {
-	return context.WithValue(ctx, reconcilingKey{}, reconciling{c: c, key: key})
+	r := reconciling{c: c, key: key}
+	return withWriteHook(context.WithValue(ctx, reconcilingKey{}, r), r)
 }
 
-// ownedWritesTransport is the transport's layer that notes a reconcile's
-// writes to owned resources: a request whose context carries no reconcile,
-// or isn't a write, passes through untouched.
-type ownedWritesTransport struct{ next http.RoundTripper }
-
-func (t ownedWritesTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	r, ok := req.Context().Value(reconcilingKey{}).(reconciling)
-	if !ok || r.c == nil || (req.Method != http.MethodPatch && req.Method != http.MethodPut && req.Method != http.MethodPost) {
-		return t.next.RoundTrip(req)
+// noteWrite sends req, a write of r's reconcile, through next, noting it
+// first if it writes a resource r's controller Owns: the reconcile's
+// writeHook (transport.go). A reconcile without a Controller, as a
+// ReconcileTest's, sends req untouched.
+func (r reconciling) noteWrite(req *http.Request, next http.RoundTripper) (*http.Response, error) {
+	if r.c == nil {
+		return next.RoundTrip(req)
 	}
 	w, ok := r.c.ownedWrite(r.key, req)
 	if !ok {
-		return t.next.RoundTrip(req)
+		return next.RoundTrip(req)
 	}
 	// A POST names its object in its body, not its path: its key is known
 	// only from the answer, so its events aren't held meanwhile.
@@ -98,7 +97,7 @@ func (t ownedWritesTransport) RoundTrip(req *http.Request) (*http.Response, erro
 			}
 		}()
 	}
-	resp, err := t.next.RoundTrip(req)
+	resp, err := next.RoundTrip(req)
 	got := writtenObject(resp, err)
 	if got != nil {
 		// Only an object the reconciled owner controls: Owns' events of
