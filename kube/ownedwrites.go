@@ -2,7 +2,6 @@ package kube
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -55,44 +54,24 @@ import (
 // doesn't select isn't kept: that Owns hears nothing of the object, so no
 // event would ever come to match it.
 
-// reconcilingKey is the reconcile's context key of what it reconciles.
-type reconcilingKey struct{}
-
-// reconciling is what a reconcile's context carries: its Controller, for
-// ListerFrom, and the key it reconciles, for its owned writes.
-type reconciling struct {
-	c   *Controller
-	key string
-}
-
-// withReconciling returns ctx carrying c and the key it reconciles.
-func withReconciling(ctx context.Context, c *Controller, key string) context.Context {
-	r := reconciling{c: c, key: key}
-	return withWriteHook(context.WithValue(ctx, reconcilingKey{}, r), r)
-}
-
-// noteWrite sends req, a write of r's reconcile, through next, noting it
-// first if it writes a resource r's controller Owns: the reconcile's
-// writeHook (transport.go). A reconcile without a Controller, as a
-// ReconcileTest's, sends req untouched.
-func (r reconciling) noteWrite(req *http.Request, next http.RoundTripper) (*http.Response, error) {
-	if r.c == nil {
-		return next.RoundTrip(req)
-	}
-	w, ok := r.c.ownedWrite(r.key, req)
+// noteOwnedWrite sends req, a write of the reconcile of key, through
+// next, noting it first if it writes a resource c Owns: the body of a
+// reconcile's writeHook (scope.go, transport.go).
+func (c *Controller) noteOwnedWrite(key string, req *http.Request, next http.RoundTripper) (*http.Response, error) {
+	w, ok := c.ownedWrite(key, req)
 	if !ok {
 		return next.RoundTrip(req)
 	}
 	// A POST names its object in its body, not its path: its key is known
 	// only from the answer, so its events aren't held meanwhile.
 	if w.name != "" {
-		r.c.ownedWrites.writing(w.key(w.name))
+		c.ownedWrites.writing(w.key(w.name))
 		// A panic below, which the reconcile recovers, still ends the
 		// write: left in flight, the object's events would be held for
 		// good.
 		defer func() {
 			if p := recover(); p != nil {
-				r.c.ownedWrites.wrote(w.key(w.name), nil)
+				c.ownedWrites.wrote(w.key(w.name), nil)
 				panic(p)
 			}
 		}()
@@ -103,9 +82,9 @@ func (r reconciling) noteWrite(req *http.Request, next http.RoundTripper) (*http
 		// Only an object the reconciled owner controls: Owns' events of
 		// any other queue their own controller, and a write kept for them
 		// would never be matched.
-		if owner, ok := r.c.ownerKey(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		if owner, ok := c.ownerKey(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 			Namespace: got.Metadata.Namespace, OwnerReferences: got.Metadata.OwnerReferences,
-		}}); !ok || owner != r.key {
+		}}); !ok || owner != key {
 			got = nil
 		}
 	}
@@ -116,14 +95,14 @@ func (r reconciling) noteWrite(req *http.Request, next http.RoundTripper) (*http
 	}
 	switch {
 	case w.name != "":
-		r.c.ownedWrites.wrote(w.key(w.name), got.version(w.namespace, w.name))
+		c.ownedWrites.wrote(w.key(w.name), got.version(w.namespace, w.name))
 	case got != nil && got.Metadata.Name != "" && got.Metadata.Namespace == w.namespace:
 		// A POST's events weren't held: the creation's event may have
 		// come already, and then nothing is left to match it.
 		key := w.key(got.Metadata.Name)
 		v := got.version(w.namespace, got.Metadata.Name)
-		r.c.ownedWrites.writing(key)
-		r.c.ownedWrites.wroteCached(key, v, r.c.ownedCached(w, got.Metadata.Name, v))
+		c.ownedWrites.writing(key)
+		c.ownedWrites.wroteCached(key, v, c.ownedCached(w, got.Metadata.Name, v))
 	}
 	return resp, err
 }

@@ -131,8 +131,7 @@ func NewReconcileTest(name string, caches ...TestCache) (*ReconcileTest, error) 
 // Context returns ctx carrying what a reconcile's context carries for
 // ListerFrom and RecorderFrom: rt's caches and its Recorder.
 func (rt *ReconcileTest) Context(ctx context.Context) context.Context {
-	ctx = withReconciling(ctx, rt.c, "")
-	return context.WithValue(ctx, recorderKey{}, rt.rec)
+	return withScope(ctx, &scope{c: rt.c, rec: rt.rec})
 }
 
 // Recorder returns the Recorder RecorderFrom returns from Context's
