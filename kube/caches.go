@@ -29,9 +29,8 @@ type caches struct {
 	synced   []cache.DoneChecker
 	watches  []*watchHealth // one per informer, in all's order
 
-	cancel   context.CancelFunc
-	wg       sync.WaitGroup
-	stopOnce sync.Once
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
 }
 
 // startCaches builds the informers and their queue, and runs them until
@@ -146,19 +145,17 @@ func (cs *caches) stale() error {
 	return errors.Join(errs...)
 }
 
-// stop shuts the queue down, stops the informers, and waits for them. It
-// does so once, however often it is called.
+// stop shuts the queue down, stops the informers, and waits for them.
+// Serve calls it once, last (teardown); startCaches, on a failure.
 func (cs *caches) stop() {
-	cs.stopOnce.Do(func() {
-		cs.queue.ShutDown()
-		cs.cancel()
-		cs.wg.Wait()
-		for _, h := range cs.watches {
-			if h != nil {
-				h.stop()
-			}
+	cs.queue.ShutDown()
+	cs.cancel()
+	cs.wg.Wait()
+	for _, h := range cs.watches {
+		if h != nil {
+			h.stop()
 		}
-	})
+	}
 }
 
 // watchHealth is what an informer's lists and watches say of its cache:
@@ -307,15 +304,22 @@ func (c *Controller) catchUp(ctx context.Context, cs *caches) error {
 // waitCurrent waits, until ctx ends, until the
 // resource's cache holds what the API server holds now: it lists the
 // resource with a quorum read (the informer's namespace and label
-// selector, 500 objects a page) and waits until the cache holds each
-// listed object at its listed resourceVersion or a newer one, and holds
-// no object the list lacks unless it is newer than the list (created
-// since). An open watch alone doesn't say it: the reflector's list may
-// not be stored yet, or events may still be on their way. A refused list
-// is tried again every second. resourceVersions are compared as the
-// integers kube-apiserver makes them, and only for equality when either
-// isn't one. It returns an error, naming timeout, with how many objects
-// the cache still lacks.
+// selector, 500 objects a page) and waits until the cache has passed the
+// list (cachePassed): its informer has stored every event up to the
+// list's resourceVersion, so it holds every listed object at that version
+// or a newer one, or deleted since. Until then, it judges object by
+// object: the cache is current once it holds each listed object at its
+// listed resourceVersion or a newer one, and holds no object the list
+// lacks unless it is newer than the list (created since). A listed object
+// the cache lacks, deleted since the list (its DELETED event handled
+// first), is current only once the cache has passed the list: judged by
+// the version alone it never was, and under create/delete churn a new
+// leader gave the Lease up after CatchUpTimeout. An open watch alone
+// doesn't say it: the reflector's list may not be stored yet, or events
+// may still be on their way. A refused list is tried again every second.
+// resourceVersions are compared as the integers kube-apiserver makes
+// them, and only for equality when either isn't one. It returns an error,
+// naming timeout, with how many objects the cache still lacks.
 func (c *Controller) waitCurrent(ctx context.Context, indexer cache.Indexer, timeout time.Duration) error {
 	fail := func(what string) error {
 		return fmt.Errorf("kube: the cache of %s has not caught up with the API server within %v: %s", c.gvr, timeout, what)
@@ -338,6 +342,9 @@ func (c *Controller) waitCurrent(ctx context.Context, indexer cache.Indexer, tim
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	for {
+		if cachePassed(indexer, listRV, len(pending) > 0) {
+			return nil
+		}
 		for key, rv := range pending {
 			if newerOrSame(cachedVersion(indexer, key).resourceVersion, rv) {
 				delete(pending, key)
@@ -360,6 +367,31 @@ func (c *Controller) waitCurrent(ctx context.Context, indexer cache.Indexer, tim
 		case <-tick.C:
 		}
 	}
+}
+
+// cachePassed reports whether the informer whose cache is indexer has
+// stored every event up to the list's resourceVersion listRV: its store's
+// resourceVersion (client-go's LastStoreSyncResourceVersion, which each
+// stored event, list and bookmark moves on) has reached listRV or, where
+// the store doesn't keep one (client-go's AtomicFIFO feature gate off),
+// scan is set and the cache holds an object newer than the list. An
+// informer stores events in the order the API server sent them, so either
+// way every change the list saw is in the cache. Both resourceVersions
+// must be the integers kube-apiserver makes them, or the cache has not
+// passed.
+func cachePassed(indexer cache.Indexer, listRV string, scan bool) bool {
+	if a, b, ok := versions(indexer.LastStoreSyncResourceVersion(), listRV); ok {
+		return a >= b
+	}
+	if !scan {
+		return false
+	}
+	for _, key := range indexer.ListKeys() {
+		if a, b, ok := versions(cachedVersion(indexer, key).resourceVersion, listRV); ok && a > b {
+			return true
+		}
+	}
+	return false
 }
 
 // cachedVersion is the uid and resourceVersion of the object indexer

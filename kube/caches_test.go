@@ -13,7 +13,9 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	clienttesting "k8s.io/client-go/testing"
@@ -281,5 +283,83 @@ func TestAWatchIsOpenOnlyFromItsStartUntilItsStopNotOnAListThatSucceeds(t *testi
 		<-done
 		open, _ = h.open()
 		require.True(t, open, "the informer's stop recorded as its watch breaking")
+	})
+}
+
+// TestANewLeadersCatchUpEndsWhenAListedObjectIsDeletedBeforeItsCacheLooks
+// deletes an object just after the new leader's quorum list saw it, and
+// creates another, as under create/delete churn: the informer handles the
+// DELETED event before the catch-up looks, so the cache never holds the
+// listed version. The catch-up counted the key as older in the cache for
+// good, and after CatchUpTimeout Serve ended with "1 objects are older in
+// it than on the API server", releasing the Lease to a replica that would
+// fail the same way; now the cache, past the list's resourceVersion, is
+// current, and the leader works at once.
+func TestANewLeadersCatchUpEndsWhenAListedObjectIsDeletedBeforeItsCacheLooks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		w1, w2 := newWidget("w1", 1), newWidget("w2", 2)
+		w1.SetResourceVersion("1")
+		w2.SetResourceVersion("2")
+		f := newFakeCluster(t, w1, w2)
+		// Armed once the standby's caches have synced, the next list of
+		// Widgets (the new leader's quorum list) answers as the API server
+		// does at resourceVersion 5, and w2 is deleted (6) and w3 created
+		// (7) just after; the list answers once the informer has stored
+		// both, before the catch-up looks at the cache.
+		var armed atomic.Bool
+		var c *Controller
+		cached := func(name string) bool {
+			_, ok, _ := c.current.Load().resource.GetIndexer().GetByKey(testNamespace + "/" + name)
+			return ok
+		}
+		tracker := f.dynamic.Tracker()
+		widgetKind := schema.GroupVersionKind{Group: "test.example.com", Version: "v1", Kind: "Widget"}
+		f.dynamic.PrependReactor("list", "widgets", func(action clienttesting.Action) (bool, runtime.Object, error) {
+			if !armed.CompareAndSwap(true, false) {
+				return false, nil, nil
+			}
+			obj, err := tracker.List(widgetGVR, widgetKind, action.GetNamespace())
+			if err != nil {
+				return true, nil, err
+			}
+			l := obj.(*unstructured.UnstructuredList)
+			l.SetResourceVersion("5")
+			if err := tracker.Delete(widgetGVR, testNamespace, "w2"); err != nil {
+				return true, nil, err
+			}
+			w3 := newWidget("w3", 3)
+			w3.SetResourceVersion("7")
+			if err := tracker.Create(widgetGVR, w3, testNamespace); err != nil {
+				return true, nil, err
+			}
+			for cached("w2") || !cached("w3") {
+				time.Sleep(time.Millisecond)
+			}
+			return true, l, nil
+		})
+		f.holdLease(t, "replica-2", 15*time.Second)
+		var seen sizesSeen
+		settings := testSettings()
+		settings.CatchUpTimeout = 10 * time.Second
+		c = newWidgetController(t, f, humus.Telemetry{}, settings, seen.reconciler())
+		s := serve(t, c)
+		synctest.Wait()
+		require.NoError(t, c.Synced().Healthy(context.Background()), "the standby's caches have synced")
+		armed.Store(true)
+
+		// replica-2's Lease expires after 15s, and is taken within a
+		// jittered RetryPeriod.
+		time.Sleep(20*time.Second + settings.CatchUpTimeout)
+		synctest.Wait()
+		select {
+		case <-s.done:
+			t.Fatalf("Serve ended: %v", s.err)
+		default:
+		}
+		require.False(t, armed.Load(), "the new leader listed the Widgets")
+		require.Equal(t, "replica-1", holder(f.lease(t)))
+		require.Subset(t, seen.get(), []int64{1, 3}, "w1 and w3 reconciled")
+		require.NotContains(t, seen.get(), int64(2), "w2, gone from the cache before the workers started, reconciled")
+		require.NoError(t, s.stop(t))
 	})
 }

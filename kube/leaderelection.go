@@ -37,8 +37,9 @@ var (
 const sentRenewals = 16
 
 // lease is the Lease lock a controller's elector uses, and the replica's
-// right to work. Its deadline is the start of the last Lease create or
-// update that succeeded plus RenewDeadline, read on the monotonic clock:
+// right to work, its tenure. Its deadline is the start of the last Lease
+// create or update that succeeded plus RenewDeadline, read on the
+// monotonic clock:
 // the other replicas take the Lease no sooner than LeaseDuration after
 // they saw that update, which was sent after it started, so a deadline
 // RenewDeadline after it ends LeaseDuration−RenewDeadline (5s by default)
@@ -53,19 +54,14 @@ const sentRenewals = 16
 // holder) is sent, within releaseTimeout.
 type lease struct {
 	resourcelock.Interface // client-go's LeaseLock
+	// The deadline and the loss; begun once OnStartedLeading has run,
+	// and its onLost runs once, when the Lease is lost while leading.
+	*tenure
 
-	renewDeadline  time.Duration
 	releaseTimeout time.Duration
-	onLost         func() // runs once, when the Lease is lost while leading
 
 	mu       sync.Mutex
-	deadline time.Time // of the last renewal; zero before the first
-	leading  bool      // OnStartedLeading has run
-	stopping bool      // Serve is stopping the elector, to release the Lease
-	lost     error     // why the Lease was lost; sticky
-	ctx      context.Context
-	cancel   context.CancelCauseFunc
-	timer    *time.Timer // fires at deadline while leading
+	stopping bool // Serve is stopping the elector, to release the Lease
 	// sent are the renewTimes of the last sentRenewals records this
 	// replica sent as the holder, in microseconds, the Lease's precision;
 	// seen is the renewTime of a Lease held with this replica's identity
@@ -81,18 +77,14 @@ type lease struct {
 // LeaderElection.Identity. Its lead context derives from parent's values.
 func (c *Controller) newLease(parent context.Context, onLost func()) *lease {
 	le := c.settings.LeaderElection
-	ctx, cancel := context.WithCancelCause(context.WithoutCancel(parent))
 	return &lease{
 		Interface: &resourcelock.LeaseLock{
 			LeaseMeta:  metav1.ObjectMeta{Name: c.settings.Name, Namespace: le.Namespace},
 			Client:     c.clients.kube.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
 		},
-		renewDeadline:  le.RenewDeadline,
+		tenure:         newTenure(parent, le.RenewDeadline, onLost),
 		releaseTimeout: le.RetryPeriod,
-		onLost:         onLost,
-		ctx:            ctx,
-		cancel:         cancel,
 		started:        make(chan struct{}),
 	}
 }
@@ -105,10 +97,7 @@ func (c *Controller) newLease(parent context.Context, onLost func()) *lease {
 // answer (etcd frozen) held Serve's return, and the App's exit, that long
 // past the deadline.
 func (l *lease) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
-	l.mu.Lock()
-	lost := l.lost
-	l.mu.Unlock()
-	if lost != nil {
+	if lost := l.lostErr(); lost != nil {
 		return nil, nil, lost
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -121,8 +110,8 @@ func (l *lease) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if rec.HolderIdentity != l.Identity() {
-		if l.leading && !l.stopping {
-			l.loseLocked(errOtherHolder)
+		if l.hasBegun() && !l.stopping {
+			l.lose(errOtherHolder)
 		}
 		return rec, raw, nil
 	}
@@ -141,17 +130,17 @@ func (l *lease) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []
 // is renewed meanwhile, Serve ends with errLeaderSameIdentity.
 func (l *lease) sameHolderLocked(rec *resourcelock.LeaderElectionRecord) *resourcelock.LeaderElectionRecord {
 	renewed := rec.RenewTime.UnixMicro()
-	if slices.Contains(l.sent, renewed) || l.lost != nil {
+	if slices.Contains(l.sent, renewed) || l.lostErr() != nil {
 		return rec
 	}
-	if l.leading {
+	if l.hasBegun() {
 		if !l.stopping {
-			l.loseLocked(fmt.Errorf("%w (Lease %s, identity %q): its renewal at %s was not this process's; give each replica an identity of its own, as a pod's name", errLeaderSameIdentity, l.Describe(), l.Identity(), rec.RenewTime.UTC().Format(time.RFC3339Nano)))
+			l.lose(fmt.Errorf("%w (Lease %s, identity %q): its renewal at %s was not this process's; give each replica an identity of its own, as a pod's name", errLeaderSameIdentity, l.Describe(), l.Identity(), rec.RenewTime.UTC().Format(time.RFC3339Nano)))
 		}
 		return rec
 	}
 	if l.seen != nil && *l.seen != renewed {
-		l.loseLocked(fmt.Errorf("%w (Lease %s, identity %q): another process renewed it while this one waited to take it; give each replica an identity of its own, as a pod's name", errLeaderSameIdentity, l.Describe(), l.Identity()))
+		l.lose(fmt.Errorf("%w (Lease %s, identity %q): another process renewed it while this one waited to take it; give each replica an identity of its own, as a pod's name", errLeaderSameIdentity, l.Describe(), l.Identity()))
 		return rec
 	}
 	l.seen = &renewed
@@ -174,10 +163,7 @@ func (l *lease) Update(ctx context.Context, rec resourcelock.LeaderElectionRecor
 // it succeeds. A release, rec with no holder, is bounded by
 // releaseTimeout.
 func (l *lease) write(ctx context.Context, rec resourcelock.LeaderElectionRecord, send func(context.Context, resourcelock.LeaderElectionRecord) error) error {
-	l.mu.Lock()
-	lost := l.lost
-	l.mu.Unlock()
-	if lost != nil {
+	if lost := l.lostErr(); lost != nil {
 		return lost
 	}
 	if rec.HolderIdentity == "" {
@@ -206,98 +192,23 @@ func (l *lease) write(ctx context.Context, rec resourcelock.LeaderElectionRecord
 	return nil
 }
 
-// renewed moves the deadline to start+renewDeadline, unless the Lease was
-// lost meanwhile: a renewal that succeeds after the deadline passed comes
-// too late, since another replica may hold the Lease by then.
-func (l *lease) renewed(start time.Time) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lost != nil {
-		return
-	}
-	l.deadline = start.Add(l.renewDeadline)
-	if l.leading {
-		l.timer.Reset(time.Until(l.deadline))
-	}
-}
-
 // startLeading is the elector's OnStartedLeading: the replica took the
 // Lease, and leads until the deadline passes, another holder is seen, or
 // electionCtx (client-go's leading context) ends, whichever is first.
 func (l *lease) startLeading(electionCtx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.leading = true
-	l.timer = time.AfterFunc(time.Until(l.deadline), l.expire)
+	l.commence()
 	context.AfterFunc(electionCtx, func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		// On a graceful stop the elector's context ends before it
 		// releases the Lease, which the lease must still send.
 		if !l.stopping {
-			l.loseLocked(errRenewFailed)
+			l.lose(errRenewFailed)
 		}
 	})
 	close(l.started)
-}
-
-// expire loses the Lease if its deadline has passed; the timer may fire
-// early after a renewal moved the deadline on.
-func (l *lease) expire() {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.lost == nil && !time.Now().Before(l.deadline) {
-		l.loseLocked(errLeaseExpired)
-	}
-}
-
-func (l *lease) lose(cause error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.loseLocked(cause)
-}
-
-func (l *lease) loseLocked(cause error) {
-	if l.lost != nil {
-		return
-	}
-	l.lost = cause
-	if l.timer != nil {
-		l.timer.Stop()
-	}
-	l.cancel(cause)
-	if l.leading && cause != errNotLeading && l.onLost != nil {
-		go l.onLost()
-	}
-}
-
-// valid returns nil while the replica may work: it leads, has not lost the
-// Lease, and its deadline, read from the clock now rather than from the
-// timer, which a paused process fires late, has not passed. Otherwise it
-// returns why not.
-func (l *lease) valid() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	switch {
-	case l.lost != nil:
-		return l.lost
-	case !l.leading:
-		return errNotLeading
-	case !time.Now().Before(l.deadline):
-		l.loseLocked(errLeaseExpired)
-		return errLeaseExpired
-	}
-	return nil
-}
-
-// lostCause is why the Lease was lost while leading, or nil.
-func (l *lease) lostCause() error {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if l.leading && l.lost != errNotLeading {
-		return l.lost
-	}
-	return nil
 }
 
 // stopping marks the elector being stopped by Serve, on a graceful stop:

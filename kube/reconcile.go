@@ -38,8 +38,8 @@ func (c *Controller) worker(ctx context.Context, queue workqueue.TypedRateLimiti
 			if mayWork(ctx) == nil {
 				// With Sharding on, only a key of the member's own
 				// (sharding.go).
-				if done, ok := takeKey(ctx, queue, key); ok {
-					c.reconcile(ctx, queue, lister, key)
+				if rctx, done, ok := takeKey(ctx, queue, key); ok {
+					c.reconcile(rctx, queue, lister, key)
 					done()
 				}
 			}

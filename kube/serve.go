@@ -70,7 +70,9 @@ func (c *Controller) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer caches.stop()
+	// Whichever way Serve returns, the caches stop last (teardown).
+	td := &teardown{}
+	defer c.stopCaches(ctx, td, caches)
 	// A ctx that ended while the caches synced (or before Serve, with
 	// caches that synced at once) ends Serve here: it never campaigns.
 	if !caches.waitForSync(ctx) || ctx.Err() != nil {
@@ -78,7 +80,7 @@ func (c *Controller) Serve(ctx context.Context) error {
 	}
 	c.synced.Store(true)
 	c.current.Store(caches)
-	return c.lead(ctx, workCtx, caches, unserved)
+	return c.lead(ctx, workCtx, caches, td, unserved)
 }
 
 // checkServed lists the resource with a limit of 1, and returns an error
@@ -92,11 +94,11 @@ func (c *Controller) checkServed(ctx context.Context) error {
 
 // lead campaigns for the Lease and works while it holds it, until ctx
 // ends, the Lease is lost, or the resource is no longer served. Then it
-// stops the workers, the Lease (released only if it wasn't lost) and the
-// informers, in that order.
-func (c *Controller) lead(ctx, workCtx context.Context, caches *caches, unserved <-chan error) error {
+// stops the workers and the elector, which releases the Lease unless it
+// was lost, in that order, in td; Serve stops the informers after.
+func (c *Controller) lead(ctx, workCtx context.Context, caches *caches, td *teardown, unserved <-chan error) error {
 	if c.settings.Sharding.Enabled {
-		return c.serveShard(ctx, workCtx, caches, unserved)
+		return c.serveShard(ctx, workCtx, caches, td, unserved)
 	}
 	l := c.newLease(workCtx, c.forceStop)
 	election, err := c.campaign(ctx, l)
@@ -106,36 +108,13 @@ func (c *Controller) lead(ctx, workCtx context.Context, caches *caches, unserved
 	w := &workers{c: c, caches: caches, stopping: make(chan struct{})}
 	err = w.run(ctx, context.WithValue(workCtx, leaseKey{}, l), l, unserved)
 
-	c.stopTimed(ctx, w.stop, election.stop, caches.stop)
+	td.stopWork(w.stop, election.stop)
 
 	if cause := l.lostCause(); cause != nil {
 		c.tel.log.WarnContext(ctx, "lost the lease", "controller", c.settings.Name, "cause", cause.Error())
 		return ErrLostLeadership
 	}
 	return err
-}
-
-// slowStop is how long stopping the workers, the elector and the caches
-// may take before stopTimed logs what each took.
-const slowStop = 2 * time.Second
-
-// stopTimed stops the workers, then the elector, then the caches, and logs
-// a warning with what each took if they took longer than slowStop in all:
-// none waits on the API server for long, so a slow stop is worth a look.
-func (c *Controller) stopTimed(ctx context.Context, workers, election, caches func()) {
-	start := time.Now()
-	var took [3]time.Duration
-	for i, stop := range []func(){workers, election, caches} {
-		t := time.Now()
-		stop()
-		took[i] = time.Since(t)
-	}
-	if time.Since(start) > slowStop {
-		c.tel.log.WarnContext(ctx, "slow stop", "controller", c.settings.Name,
-			"workers", took[0].Round(time.Millisecond).String(),
-			"election", took[1].Round(time.Millisecond).String(),
-			"caches", took[2].Round(time.Millisecond).String())
-	}
 }
 
 // election is client-go's LeaderElector running on a lease.

@@ -4,23 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
-	"slices"
 	"strings"
 	"sync"
-	"time"
 
-	"go.opentelemetry.io/otel/metric"
-	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/uuid"
 	"k8s.io/apimachinery/pkg/util/validation"
-	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
-	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-	"k8s.io/utils/ptr"
 )
 
 // Sharding shares a controller's objects among its replicas, so that
@@ -40,11 +28,19 @@ import (
 //
 // No key is reconciled by two members at once. Each member publishes on
 // its Lease the view it has acknowledged, the identities of the members
-// it sees live; a member takes keys only while every live member it sees
-// has acknowledged the view it has, and before it acknowledges a new view
-// it stops taking the keys it loses there and waits for their reconciles
-// in flight. While a view changes, a member takes no key at all: about
-// one Lease write and one watch event, unless a member is slow to notice.
+// it sees live; a member takes the keys it gains in a view only once
+// every live member it sees has acknowledged that view, and before it
+// acknowledges a new view it stops taking the keys it loses there and
+// waits for their reconciles in flight. While a view changes, each member
+// goes on with the keys that stay its own, and the keys that move wait:
+// about one Lease write and one watch event, unless a member is slow to
+// notice or a reconcile of a key that moves is slow. That wait is bounded
+// by LeaseDuration, the time a crashed member's keys wait: a reconcile of
+// a key that moves still running then has its context cancelled, the
+// controller sends none of its applies from then on, and its member
+// acknowledges the view without waiting for it to return, so the key's
+// new owner may reconcile it while a Reconciler that ignores its context
+// runs on (as a leader's may after a lost Lease).
 // A member that stops renewing stops working RenewDeadline after its last
 // renewal, as a leader does, and the others take its keys once they have
 // seen its Lease unrenewed for LeaseDuration and a Get of it confirms it;
@@ -64,32 +60,6 @@ type Sharding struct {
 	// Enabled turns sharding on; false (the default) elects one leader.
 	Enabled bool
 }
-
-// The label and annotations of a member's Lease.
-const (
-	// shardLabel marks a member's Lease, with Settings.Name as its value,
-	// so the members list each other by it.
-	shardLabel = "humus.kube/shard-of"
-	// shardIdentityAnnotation is the member's identity, kept when it
-	// releases its Lease (which empties holderIdentity).
-	shardIdentityAnnotation = "humus.kube/shard-identity"
-	// shardViewAnnotation is the view the member has acknowledged: the
-	// identities of the members it saw live, sorted, joined by commas; ""
-	// before its first.
-	shardViewAnnotation = "humus.kube/shard-view"
-	// shardInstanceAnnotation tells the member's process from another
-	// with the same identity: a random UID each process draws as it
-	// joins.
-	shardInstanceAnnotation = "humus.kube/shard-instance"
-)
-
-// errLeaseDeleted is why a member stopped when its Lease was deleted by
-// someone else.
-var errLeaseDeleted = errors.New("kube: the member's Lease was deleted")
-
-// errSameIdentity is why a member stopped when another process of its
-// identity took its Lease over.
-var errSameIdentity = errors.New("kube: another replica with this member's LeaderElection.Identity renewed its Lease; give each replica an identity of its own, such as its pod's name")
 
 // CheckSharding returns one error naming every mistake in s that keeps
 // Sharding from working, or nil; with Sharding off, nil. A member's Lease
@@ -121,735 +91,24 @@ func CheckSharding(s Settings) error {
 
 func shardLeaseName(s Settings) string { return s.Name + "-" + s.LeaderElection.Identity }
 
-// view is a set of members' identities, as a member acknowledges it.
-type view struct {
-	ids    []string // sorted
-	hashes []uint64 // of ids, in their order
-	key    string   // ids joined by commas: the annotation's value
-}
-
-func newView(ids []string) view {
-	ids = slices.Clone(ids)
-	slices.Sort(ids)
-	ids = slices.Compact(ids)
-	v := view{ids: ids, key: strings.Join(ids, ",")}
-	for _, id := range ids {
-		v.hashes = append(v.hashes, mix64(fnv64a(id)))
-	}
-	return v
-}
-
-// owner returns the member key belongs to in v, by rendezvous (highest
-// random weight) hashing: each member scores the key, and the highest
-// score wins. A member leaving moves only its own keys, each to the member
-// that scored second; a member joining takes from each the keys it scores
-// highest: about 1/N of them. "" for an empty view.
-func (v view) owner(key string) string {
-	kh := fnv64a(key)
-	best, bestScore := "", uint64(0)
-	for i, id := range v.ids {
-		if s := mix64(kh ^ v.hashes[i]); best == "" || s > bestScore {
-			best, bestScore = id, s
-		}
-	}
-	return best
-}
-
-func fnv64a(s string) uint64 {
-	h := fnv.New64a()
-	_, _ = h.Write([]byte(s))
-	return h.Sum64()
-}
-
-// mix64 is splitmix64's finalizer, which spreads FNV's poorly mixed high
-// bits over the whole word.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
-}
-
-// peer is what a member knows of another member's Lease.
-type peer struct {
-	identity   string
-	view       string    // the view it acknowledged
-	rv         string    // its Lease's stamp, when last seen changed
-	observedAt time.Time // when this member last saw it change
-	released   bool      // released (no holder) or deleted after that: gone
-	expired    bool      // unchanged for LeaseDuration, confirmed by a Get
-}
-
-// member is a replica of a controller with Sharding on: its Lease, what it
-// knows of the others', and which keys it may reconcile.
-type member struct {
-	id        string
-	instance  string // this process's, on its Lease
-	name      string // Settings.Name, the Leases' label
-	leaseName string
-	ns        string
-	le        LeaderElection
-	leases    coordinationclient.LeaseInterface
-	informer  cache.SharedIndexInformer
-	queue     workqueue.TypedRateLimitingInterface[string]
-	objects   cache.Indexer
-	inst      shardInstruments
-	attrs     metric.MeasurementOption
-	onLost    func()
-
-	wake chan struct{} // a change worth a step
-
-	mu       sync.Mutex
-	own      *coordinationv1.Lease // as last written
-	acked    view                  // the view on own, acknowledged
-	active   bool                  // every live member has acknowledged acked
-	owned    view                  // the view the keys were last taken under
-	hasOwned bool
-	inflight map[string]int
-	dropped  map[string]struct{} // keys not taken while no view was agreed
-	peers    map[string]*peer    // by Lease name, without own
-	deadline time.Time
-	timer    *time.Timer
-	lost     error
-	ctx      context.Context // ends when the Lease is lost
-	cancel   context.CancelCauseFunc
-}
-
-// shardInstruments are a member's figures of what it owns.
-type shardInstruments struct {
-	keys    metric.Int64Gauge
-	members metric.Int64Gauge
-}
-
-func newShardInstruments(m metric.Meter) (shardInstruments, error) {
-	keys, err1 := m.Int64Gauge("humus.kube.controller.shard.keys",
-		metric.WithUnit("{object}"),
-		metric.WithDescription("Objects in the cache this member reconciles under the view it acknowledged, with Sharding on."))
-	members, err2 := m.Int64Gauge("humus.kube.controller.shard.members",
-		metric.WithUnit("{member}"),
-		metric.WithDescription("Members in the view this member acknowledged, itself included, with Sharding on."))
-	if err := errors.Join(err1, err2); err != nil {
-		return shardInstruments{}, fmt.Errorf("kube: creating the sharding instruments: %w", err)
-	}
-	return shardInstruments{keys: keys, members: members}, nil
-}
-
-// newMember returns the controller's member, not yet joined. Its lost
-// context derives from parent's values.
-func (c *Controller) newMember(parent context.Context, cs *caches) (*member, error) {
-	inst, err := newShardInstruments(c.tel.meter)
-	if err != nil {
-		return nil, err
-	}
-	le := c.settings.LeaderElection
-	m := &member{
-		id:        le.Identity,
-		instance:  string(uuid.NewUUID()),
-		name:      c.settings.Name,
-		leaseName: shardLeaseName(c.settings),
-		ns:        le.Namespace,
-		le:        le,
-		leases:    c.clients.kube.CoordinationV1().Leases(le.Namespace),
-		queue:     cs.queue,
-		objects:   cs.resource.GetIndexer(),
-		inst:      inst,
-		attrs:     controllerAttr(c.settings.Name),
-		onLost:    c.forceStop,
-		wake:      make(chan struct{}, 1),
-		inflight:  map[string]int{},
-		dropped:   map[string]struct{}{},
-		peers:     map[string]*peer{},
-	}
-	m.ctx, m.cancel = context.WithCancelCause(context.WithoutCancel(parent))
-	selector := shardLabel + "=" + c.settings.Name
-	m.informer = coordinationinformers.NewFilteredLeaseInformer(c.clients.kube, le.Namespace, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.LabelSelector = selector })
-	if _, err := c.watch(m.informer, cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { m.seen(obj) },
-		UpdateFunc: func(_, obj any) { m.seen(obj) },
-		DeleteFunc: m.gone,
-	}); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// join creates the member's Lease, then lists the others' with a
-// consistent read, and starts the informer on them, which runs until ctx
-// ends. The create comes before the list so that of two members joining
-// at once, at least one sees the other from the start: the one that sees
-// it waits for its acknowledgement.
-func (m *member) join(ctx context.Context, run func(func(context.Context))) error {
-	if err := m.create(ctx); err != nil {
-		return err
-	}
-	list, err := m.leases.List(ctx, metav1.ListOptions{LabelSelector: shardLabel + "=" + m.name})
-	if err != nil {
-		return fmt.Errorf("kube: listing the members' Leases in %s: %w", m.ns, err)
-	}
-	for i := range list.Items {
-		m.seen(&list.Items[i])
-	}
-	run(m.informer.RunWithContext)
-	if !cache.WaitForCacheSync(ctx.Done(), m.informer.HasSynced) {
-		return ctx.Err()
-	}
-	return nil
-}
-
-// create creates the member's Lease, holding no view yet. If a Lease of
-// its name exists, left by an earlier process of the same identity, it
-// waits until that one has stayed unchanged for LeaseDuration (or was
-// released) before taking it over, as a leader waits out a Lease; if it
-// sees it renewed meanwhile, another live process has this identity, and
-// it returns an error saying so (see waitOut).
-func (m *member) create(ctx context.Context) error {
-	now := metav1.NewMicroTime(time.Now())
-	l := &coordinationv1.Lease{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:        m.leaseName,
-			Namespace:   m.ns,
-			Labels:      map[string]string{shardLabel: m.name},
-			Annotations: map[string]string{shardIdentityAnnotation: m.id, shardViewAnnotation: "", shardInstanceAnnotation: m.instance},
-		},
-		Spec: coordinationv1.LeaseSpec{
-			HolderIdentity:       ptr.To(m.id),
-			LeaseDurationSeconds: ptr.To(int32(m.le.LeaseDuration / time.Second)),
-			AcquireTime:          &now,
-			RenewTime:            &now,
-		},
-	}
-	for {
-		start := time.Now()
-		got, err := m.leases.Create(ctx, l, metav1.CreateOptions{})
-		if err == nil {
-			m.renewed(start, got)
-			return nil
-		}
-		if !apierrors.IsAlreadyExists(err) {
-			return fmt.Errorf("kube: creating the member's Lease %s/%s: %w", m.ns, m.leaseName, err)
-		}
-		old, err := m.waitOut(ctx)
-		if err != nil {
-			return err
-		}
-		if old == nil {
-			continue // deleted meanwhile: create it
-		}
-		l.ResourceVersion = old.ResourceVersion
-		l.UID = old.UID
-		start = time.Now()
-		got, err = m.leases.Update(ctx, l, metav1.UpdateOptions{})
-		if err == nil {
-			m.renewed(start, got)
-			return nil
-		}
-		if !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("kube: taking over the member's Lease %s/%s: %w", m.ns, m.leaseName, err)
-		}
-	}
-}
-
-// waitOut returns the member's existing Lease once it is released or has
-// stayed unchanged for LeaseDuration, or nil once it is gone. A Lease
-// held and renewed while it waits is another live process's with the
-// same identity (only a member writes its own Lease; the others only
-// delete it once expired): two members with one identity would own the
-// same keys, so it returns an error naming the Lease and its holder
-// rather than wait for it. A process that crashed, or a pod restarted
-// under its old name, leaves its Lease unrenewed, and is waited out.
-func (m *member) waitOut(ctx context.Context) (*coordinationv1.Lease, error) {
-	var rv string
-	var since time.Time
-	for {
-		l, err := m.leases.Get(ctx, m.leaseName, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(err):
-			return nil, nil
-		case err != nil:
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-		case l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == "":
-			return l, nil
-		case rv != "" && l.ResourceVersion != rv:
-			return nil, fmt.Errorf("kube: the member's Lease %s/%s is held by %q and was renewed while this replica waited to take it over: another replica runs with the same LeaderElection.Identity; give each replica an identity of its own, such as its pod's name",
-				m.ns, m.leaseName, *l.Spec.HolderIdentity)
-		case rv == "":
-			rv, since = l.ResourceVersion, time.Now()
-		case time.Since(since) >= m.le.LeaseDuration:
-			return l, nil
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(m.le.RetryPeriod):
-		}
-	}
-}
-
-// stamp tells one write of a Lease from another: its resourceVersion,
-// and its renewTime, which every write of a member moves on.
-func stamp(l *coordinationv1.Lease) string {
-	var renew string
-	if l.Spec.RenewTime != nil {
-		renew = l.Spec.RenewTime.Format(time.RFC3339Nano)
-	}
-	return l.ResourceVersion + "/" + renew
-}
-
-// seen records a member's Lease as listed or watched.
-func (m *member) seen(obj any) {
-	l, ok := obj.(*coordinationv1.Lease)
-	if !ok || l.Name == m.leaseName {
-		return
-	}
-	m.mu.Lock()
-	p := m.peers[l.Name]
-	if p == nil {
-		p = &peer{}
-		m.peers[l.Name] = p
-	}
-	if st := stamp(l); p.observedAt.IsZero() || st != p.rv {
-		p.rv, p.observedAt, p.expired = st, time.Now(), false
-	}
-	p.identity = l.Annotations[shardIdentityAnnotation]
-	p.view = l.Annotations[shardViewAnnotation]
-	p.released = l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == ""
-	m.mu.Unlock()
-	m.poke()
-}
-
-// gone records a member's Lease deleted. A released one is gone at once;
-// one deleted without a release (by hand) still counts until it expires,
-// since its member may still be at work until its own deadline; an
-// expired one (deleted by confirmExpired) is gone too.
-func (m *member) gone(obj any) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = d.Obj
-	}
-	l, ok := obj.(*coordinationv1.Lease)
-	if !ok || l.Name == m.leaseName {
-		return
-	}
-	m.mu.Lock()
-	if p := m.peers[l.Name]; p != nil && (p.released || p.expired) {
-		delete(m.peers, l.Name)
-	}
-	m.mu.Unlock()
-	m.poke()
-}
-
-func (m *member) poke() {
-	select {
-	case m.wake <- struct{}{}:
-	default:
-	}
-}
-
-// run keeps the member's Lease renewed every RetryPeriod and its view
-// agreed, until ctx ends or the Lease is lost.
-func (m *member) run(ctx context.Context) {
-	renew := time.NewTimer(m.le.RetryPeriod)
-	defer renew.Stop()
-	for {
-		next := m.step(ctx)
-		expiry := time.NewTimer(next)
-		if next <= 0 {
-			expiry.Stop()
-		}
-		select {
-		case <-ctx.Done():
-			expiry.Stop()
-			return
-		case <-m.ctx.Done():
-			expiry.Stop()
-			return
-		case <-m.wake:
-		case <-expiry.C:
-		case <-renew.C:
-			m.mu.Lock()
-			v := m.acked
-			m.mu.Unlock()
-			_ = m.write(ctx, v)
-			m.record(ctx)
-			renew.Reset(m.le.RetryPeriod)
-		}
-		expiry.Stop()
-	}
-}
-
-// step confirms the members that look expired, acknowledges the view of
-// the live members once the keys it loses there are no longer in flight,
-// and takes keys once every live member has acknowledged it. It returns
-// when the next member would expire, or 0.
-func (m *member) step(ctx context.Context) time.Duration {
-	m.confirmExpired(ctx)
-
-	m.mu.Lock()
-	live := []string{m.id}
-	for _, p := range m.peers {
-		if !p.released && !p.expired && p.identity != "" {
-			live = append(live, p.identity)
-		}
-	}
-	want := newView(live)
-	if want.key != m.acked.key {
-		m.active = false
-		for key := range m.inflight {
-			if want.owner(key) != m.id {
-				m.mu.Unlock()
-				return m.nextExpiry() // end() wakes the step
-			}
-		}
-		m.mu.Unlock()
-		if err := m.write(ctx, want); err != nil {
-			return m.le.RetryPeriod
-		}
-		m.mu.Lock()
-	}
-	agreed := want.key == m.acked.key
-	for _, p := range m.peers {
-		if !p.released && !p.expired && p.view != m.acked.key {
-			agreed = false
-		}
-	}
-	var gained []string
-	if !agreed {
-		m.active = false
-	} else if !m.active {
-		m.active = true
-		for _, key := range m.objects.ListKeys() {
-			if m.acked.owner(key) != m.id {
-				continue
-			}
-			_, dropped := m.dropped[key]
-			if dropped || !m.hasOwned || m.owned.owner(key) != m.id {
-				gained = append(gained, key)
-			}
-		}
-		m.owned, m.hasOwned = m.acked, true
-		clear(m.dropped)
-	}
-	m.mu.Unlock()
-	for _, key := range gained {
-		m.queue.Add(key)
-	}
-	if len(gained) > 0 || agreed {
-		m.record(ctx)
-	}
-	return m.nextExpiry()
-}
-
-// confirmExpired Gets the Lease of each member unchanged for LeaseDuration
-// by this member's clock: unchanged still, or deleted, it has expired; its
-// member stopped working at its own deadline, RenewDeadline after its
-// last renewal. Changed, the informer was behind, and it is live. An
-// expired Lease is deleted, on the condition that it is still the one
-// confirmed (its uid and resourceVersion), so that a member that joins
-// later doesn't wait LeaseDuration for a member that crashed long ago (a
-// breaker saw every join stall all members 10s, LeaseDuration, for each
-// SIGKILLed member's Lease left behind).
-func (m *member) confirmExpired(ctx context.Context) {
-	m.mu.Lock()
-	var due []string
-	for name, p := range m.peers {
-		if !p.released && !p.expired && time.Since(p.observedAt) >= m.le.LeaseDuration {
-			due = append(due, name)
-		}
-	}
-	m.mu.Unlock()
-	for _, name := range due {
-		l, err := m.leases.Get(ctx, name, metav1.GetOptions{})
-		if err != nil && !apierrors.IsNotFound(err) {
-			continue
-		}
-		m.mu.Lock()
-		if p := m.peers[name]; p != nil {
-			switch {
-			case err != nil:
-				delete(m.peers, name)
-			case stamp(l) == p.rv:
-				p.expired = true
-			}
-		}
-		expired := err == nil && m.peers[name] != nil && m.peers[name].expired
-		m.mu.Unlock()
-		if err == nil {
-			m.seen(l)
-		}
-		if expired {
-			uid, rv := l.UID, l.ResourceVersion
-			_ = m.leases.Delete(ctx, name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid, ResourceVersion: &rv}})
-		}
-	}
-}
-
-// nextExpiry returns how long until the next live member would expire, or
-// 0 if none would.
-func (m *member) nextExpiry() time.Duration {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var next time.Duration
-	for _, p := range m.peers {
-		if p.released || p.expired {
-			continue
-		}
-		d := time.Until(p.observedAt.Add(m.le.LeaseDuration))
-		if d <= 0 {
-			d = time.Millisecond
-		}
-		if next == 0 || d < next {
-			next = d
-		}
-	}
-	return next
-}
-
-// write renews the member's Lease with v as its acknowledged view. A
-// Lease deleted or taken by another is lost.
-func (m *member) write(ctx context.Context, v view) error {
-	m.mu.Lock()
-	if m.lost != nil {
-		m.mu.Unlock()
-		return m.lost
-	}
-	l := m.own.DeepCopy()
-	m.mu.Unlock()
-	now := metav1.NewMicroTime(time.Now())
-	l.Spec.RenewTime = &now
-	l.Annotations[shardViewAnnotation] = v.key
-	// A write still in flight once the Lease is lost is abandoned.
-	wctx, cancel := context.WithTimeout(ctx, m.le.RenewDeadline)
-	defer cancel()
-	defer context.AfterFunc(m.ctx, cancel)()
-	start := time.Now()
-	got, err := m.leases.Update(wctx, l, metav1.UpdateOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		m.lose(errLeaseDeleted)
-		return err
-	case apierrors.IsConflict(err):
-		// A renewal of its own, abandoned at its timeout, may have landed:
-		// the Lease is still its own while it holds this process's
-		// instance.
-		fresh, gerr := m.leases.Get(wctx, m.leaseName, metav1.GetOptions{})
-		switch {
-		case apierrors.IsNotFound(gerr):
-			m.lose(errLeaseDeleted)
-		case gerr == nil && (fresh.Spec.HolderIdentity == nil || *fresh.Spec.HolderIdentity != m.id):
-			m.lose(errOtherHolder)
-		case gerr == nil && fresh.Annotations[shardInstanceAnnotation] != m.instance:
-			m.lose(errSameIdentity)
-		case gerr == nil:
-			m.mu.Lock()
-			m.own.ResourceVersion = fresh.ResourceVersion
-			m.mu.Unlock()
-		}
-		return err
-	case err != nil:
-		return err
-	}
-	m.mu.Lock()
-	if m.lost == nil {
-		m.acked = v
-	}
-	m.mu.Unlock()
-	m.renewed(start, got)
-	return nil
-}
-
-// renewed moves the member's deadline to start+RenewDeadline, unless the
-// Lease was lost meanwhile.
-func (m *member) renewed(start time.Time, got *coordinationv1.Lease) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.lost != nil {
-		return
-	}
-	m.own = got
-	m.deadline = start.Add(m.le.RenewDeadline)
-	if m.timer == nil {
-		m.timer = time.AfterFunc(time.Until(m.deadline), m.expire)
-	} else {
-		m.timer.Reset(time.Until(m.deadline))
-	}
-}
-
-func (m *member) expire() {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.lost == nil && !time.Now().Before(m.deadline) {
-		m.loseLocked(errLeaseExpired)
-	}
-}
-
-func (m *member) lose(cause error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.loseLocked(cause)
-}
-
-func (m *member) loseLocked(cause error) {
-	if m.lost != nil {
-		return
-	}
-	m.lost = cause
-	m.active = false
-	if m.timer != nil {
-		m.timer.Stop()
-	}
-	m.cancel(cause)
-	if m.onLost != nil && cause != errNotLeading {
-		go m.onLost()
-	}
-}
-
-// valid returns nil while the member may work: its Lease is neither lost
-// nor past its deadline, by the clock now.
-func (m *member) valid() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	switch {
-	case m.lost != nil:
-		return m.lost
-	case m.deadline.IsZero():
-		return errNotLeading
-	case !time.Now().Before(m.deadline):
-		m.loseLocked(errLeaseExpired)
-		return errLeaseExpired
-	}
-	return nil
-}
-
-// lostCause is why the Lease was lost, or nil.
-func (m *member) lostCause() error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.lost == errNotLeading {
-		return nil
-	}
-	return m.lost
-}
-
-// begin reports whether the member takes key now: its Lease is valid,
-// every live member has acknowledged its view, and key is its own there.
-// A key taken must be handed to end once its reconcile has returned.
-func (m *member) begin(key string) bool {
-	if m.valid() != nil {
-		return false
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if !m.active {
-		m.dropped[key] = struct{}{}
-		return false
-	}
-	if m.acked.owner(key) != m.id {
-		return false
-	}
-	m.inflight[key]++
-	return true
-}
-
-func (m *member) end(key string) {
-	m.mu.Lock()
-	if m.inflight[key]--; m.inflight[key] <= 0 {
-		delete(m.inflight, key)
-	}
-	m.mu.Unlock()
-	m.poke()
-}
-
-// record records the keys the member owns and the members in its view.
-func (m *member) record(ctx context.Context) {
-	m.mu.Lock()
-	v, active := m.acked, m.active
-	m.mu.Unlock()
-	var n int64
-	if active {
-		for _, key := range m.objects.ListKeys() {
-			if v.owner(key) == m.id {
-				n++
-			}
-		}
-	}
-	m.inst.keys.Record(ctx, n, m.attrs)
-	m.inst.members.Record(ctx, int64(len(v.ids)), m.attrs)
-}
-
-// leave releases the member's Lease, so its keys move at once: an update
-// with no holder, which the others see as its leaving, then a delete,
-// both within RetryPeriod. A lost Lease is left alone.
-func (m *member) leave(ctx context.Context) {
-	m.mu.Lock()
-	if m.lost != nil || m.own == nil {
-		m.mu.Unlock()
-		return
-	}
-	l := m.own.DeepCopy()
-	m.mu.Unlock()
-	m.lose(errNotLeading)
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.le.RetryPeriod)
-	defer cancel()
-	l.Spec.HolderIdentity = ptr.To("")
-	l.Annotations[shardViewAnnotation] = ""
-	// A renewal abandoned as the member stopped may have landed: a
-	// conflict is retried on the Lease as it is, while it is still ours.
-	var got *coordinationv1.Lease
-	for {
-		var err error
-		got, err = m.leases.Update(ctx, l, metav1.UpdateOptions{})
-		if err == nil {
-			break
-		}
-		if !apierrors.IsConflict(err) {
-			return
-		}
-		fresh, err := m.leases.Get(ctx, m.leaseName, metav1.GetOptions{})
-		if err != nil || fresh.Spec.HolderIdentity == nil || *fresh.Spec.HolderIdentity != m.id || fresh.Annotations[shardInstanceAnnotation] != m.instance {
-			return
-		}
-		l.ResourceVersion = fresh.ResourceVersion
-	}
-	_ = m.leases.Delete(ctx, m.leaseName, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &got.UID, ResourceVersion: &got.ResourceVersion}})
-}
-
-// takeKey reports whether a worker of ctx reconciles key: always without
-// Sharding, and with it only if the member takes it (begin). A key not
-// taken is forgotten by the queue: its owner has it. done ends the take.
-func takeKey(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], key string) (done func(), ok bool) {
-	m, isMember := ctx.Value(leaseKey{}).(*member)
-	if !isMember {
-		return func() {}, true
-	}
-	if !m.begin(key) {
-		queue.Forget(key)
-		return nil, false
-	}
-	return func() { m.end(key) }, true
-}
-
 // serveShard is lead with Sharding on: the replica joins as a member,
 // and its workers reconcile the keys it owns, until ctx ends, its Lease is
 // lost, or the resource is no longer served. Then it stops the workers,
-// lets the reconciles in flight finish, releases its Lease (unless lost),
-// and stops the informers.
-func (c *Controller) serveShard(ctx, workCtx context.Context, cs *caches, unserved <-chan error) error {
+// letting the reconciles in flight finish, and the member's loop, and
+// releases its Lease (unless lost), in that order, in td; Serve stops the
+// informers after.
+func (c *Controller) serveShard(ctx, workCtx context.Context, cs *caches, td *teardown, unserved <-chan error) error {
 	m, err := c.newMember(workCtx, cs)
 	if err != nil {
-		cs.stop()
 		return err
 	}
 	var bg sync.WaitGroup
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
-	defer func() {
+	stopBackground := func() {
 		stopBg()
 		bg.Wait()
-		cs.stop()
-	}()
+	}
+	defer stopBackground() // a failed join's informer
 	spawn := func(f func(context.Context)) { bg.Go(func() { f(bgCtx) }) }
 	if err := m.join(ctx, spawn); err != nil {
 		if ctx.Err() != nil {
@@ -862,13 +121,31 @@ func (c *Controller) serveShard(ctx, workCtx context.Context, cs *caches, unserv
 
 	w := &workers{c: c, caches: cs, stopping: make(chan struct{})}
 	err = w.work(ctx, context.WithValue(workCtx, leaseKey{}, m), m.ctx, "joined its members", unserved)
-	w.stop()
-	stopBg()
-	bg.Wait()
+	// leave releases the Lease unless it was lost.
+	td.stopWork(w.stop, func() {
+		stopBackground()
+		m.leave(ctx)
+	})
 	if cause := m.lostCause(); cause != nil {
 		c.tel.log.WarnContext(ctx, "lost the lease", "controller", c.settings.Name, "cause", cause.Error())
 		return ErrLostLeadership
 	}
-	m.leave(ctx)
 	return err
+}
+
+// takeKey reports whether a worker of ctx reconciles key, and returns
+// the reconcile's context: ctx itself without Sharding, and with it one
+// the member may cancel, if the member takes key (begin). A key not taken
+// is forgotten by the queue: its owner has it. done ends the take.
+func takeKey(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], key string) (rctx context.Context, done func(), ok bool) {
+	m, isMember := ctx.Value(leaseKey{}).(*member)
+	if !isMember {
+		return ctx, func() {}, true
+	}
+	rctx, t, ok := m.begin(ctx, key)
+	if !ok {
+		queue.Forget(key)
+		return nil, nil, false
+	}
+	return rctx, func() { m.end(key, t) }, true
 }

@@ -812,3 +812,161 @@ func TestTwoProcessesWithOneMemberIdentityAreToldApart(t *testing.T) {
 		require.Empty(t, run.overlaps())
 	})
 }
+
+// TestASlowReconcileOfAKeyThatMovesStopsNoMember hangs m1's reconcile of a
+// key that moves to m3 as m3 joins, ignoring its context, with 30 Widgets
+// reconciled again every second. m1 doesn't acknowledge the view with m3
+// while that reconcile runs, and every member used to stop until it
+// returned: here m1 and m2 go on with the keys that stay theirs, and once
+// the hang has held the view change for LeaseDuration its context is
+// cancelled (errKeyMoved: no apply of it is sent), m1 acknowledges, and
+// m3 takes its keys.
+func TestASlowReconcileOfAKeyThatMovesStopsNoMember(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const n = 30
+		var objs []runtime.Object
+		var keys []string
+		for i := range n {
+			objs = append(objs, newWidget(fmt.Sprintf("w%d", i), int64(i)))
+			keys = append(keys, fmt.Sprintf("%s/w%d", testNamespace, i))
+		}
+		two, three := newView([]string{"m1", "m2"}), newView([]string{"m1", "m2", "m3"})
+		var hung string // a key of m1's that moves to m3
+		for _, k := range keys {
+			if two.owner(k) == "m1" && three.owner(k) == "m3" {
+				hung = k
+				break
+			}
+		}
+		require.NotEmpty(t, hung)
+		f := newFakeCluster(t, objs...)
+		run := &shardRun{busy: map[string]string{}}
+		le := testSettings().LeaderElection
+
+		// Once armed, m1's next reconcile of hung blocks until release,
+		// whatever its context says.
+		var armed atomic.Bool
+		hanging, release := make(chan struct{}), make(chan struct{})
+		var hungCtx context.Context
+		var cancelledAt time.Time
+		var mu sync.Mutex
+		start := func(id string) *serving {
+			s := testSettings()
+			s.Sharding.Enabled = true
+			s.LeaderElection.Identity = id
+			s.Workers = 4
+			inner := run.reconciler(id)
+			rec := ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				if id == "m1" && w.Namespace+"/"+w.Name == hung && armed.CompareAndSwap(true, false) {
+					mu.Lock()
+					hungCtx = ctx
+					mu.Unlock()
+					context.AfterFunc(ctx, func() {
+						mu.Lock()
+						defer mu.Unlock()
+						cancelledAt = time.Now()
+					})
+					close(hanging)
+					<-release
+					return Result[widgetStatus]{Status: &widgetStatus{Message: "from the hung reconcile"}}, nil
+				}
+				return inner(ctx, w)
+			})
+			c, err := newController(&humus.Setup{}, f.clients(), nil, s, widgets(), rec)
+			require.NoError(t, err)
+			return serve(t, c)
+		}
+		m1 := start("m1")
+		synctest.Wait()
+		m2 := start("m2")
+		time.Sleep(10 * time.Second)
+		armed.Store(true)
+		<-hanging
+		joined := time.Now()
+		m3 := start("m3")
+		// Cleanups run last first: the hang ends before the members stop.
+		t.Cleanup(func() {
+			select {
+			case <-release:
+			default:
+				close(release)
+			}
+		})
+
+		// For LeaseDuration the hang holds m1's acknowledgement: m1 and m2
+		// go on with the keys that stay theirs, and m3 takes none.
+		time.Sleep(le.LeaseDuration - time.Second)
+		during := run.since(joined.Add(le.RetryPeriod))
+		stayed := map[string]int{}
+		for _, rec := range during {
+			require.NotEqual(t, "m3", rec.member, "m3 took %s before m1 acknowledged", rec.key)
+			require.Equal(t, two.owner(rec.key), three.owner(rec.key), "%s moves, and %s reconciled it during the change", rec.key, rec.member)
+			stayed[rec.member]++
+		}
+		t.Logf("reconciles during the view change: %v", stayed)
+		require.Positive(t, stayed["m1"], "m1 reconciles its keys that stay")
+		require.Positive(t, stayed["m2"], "m2 reconciles its keys that stay")
+
+		// Past the bound, the hung reconcile is cancelled and m3 takes its
+		// keys, hung among them.
+		time.Sleep(3 * le.RetryPeriod)
+		mu.Lock()
+		cancelled, ctx := cancelledAt, hungCtx
+		mu.Unlock()
+		require.False(t, cancelled.IsZero(), "the hung reconcile's context is cancelled")
+		require.ErrorIs(t, context.Cause(ctx), errKeyMoved)
+		require.Error(t, ctx.Err(), "the hung reconcile's applies are sent") // applyStatus checks ctx.Err()
+		first := run.firstBy(joined, "")
+		require.Contains(t, first, hung)
+		require.False(t, first[hung].Before(cancelled), "m3 reconciles %s only once m1's reconcile is cancelled", hung)
+		t.Logf("the hung reconcile was cancelled %v after m3 joined", cancelled.Sub(joined))
+		settled := time.Now()
+		time.Sleep(5 * time.Second)
+		seen := map[string]bool{}
+		for _, rec := range run.since(settled) {
+			require.Equal(t, three.owner(rec.key), rec.member, "%s at %v", rec.key, rec.start)
+			seen[rec.key] = true
+		}
+		require.Len(t, seen, n, "every key is reconciled, the hung one by m3")
+
+		close(release)
+		require.Empty(t, run.overlaps())
+		require.NoError(t, m3.stop(t))
+		require.NoError(t, m2.stop(t))
+		require.NoError(t, m1.stop(t))
+	})
+}
+
+// TestAMemberPastItsDeadlineDoesntRenew renews a member's Lease after a
+// pause past LeaseDuration, when its renewal's timer fires before its
+// deadline's (as after SIGSTOP, a frozen VM or CPU starvation; here the
+// deadline's timer is stopped by hand): the renewal is not sent, and the
+// member has lost its Lease. It used to succeed, and the member worked on
+// with a fresh deadline while the others had taken its keys.
+func TestAMemberPastItsDeadlineDoesntRenew(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t)
+		le := testSettings().LeaderElection
+		m := &member{
+			id: "m1", instance: "instance-1", name: controllerName, leaseName: controllerName + "-m1",
+			ns: leaseNamespace, le: le, leases: f.kube.CoordinationV1().Leases(leaseNamespace),
+		}
+		m.tenure = newTenure(context.Background(), le.RenewDeadline, nil)
+		ctx := context.Background()
+		require.NoError(t, m.create(ctx))
+		require.NoError(t, m.write(ctx, newView([]string{"m1"})), "a renewal within the deadline")
+		require.NoError(t, m.valid())
+		renewed := f.kube.Actions()
+
+		// The process pauses past LeaseDuration; on waking, the renewal's
+		// timer runs before the deadline's.
+		m.tenure.mu.Lock()
+		m.tenure.timer.Stop()
+		m.tenure.mu.Unlock()
+		time.Sleep(le.LeaseDuration + time.Second)
+		require.ErrorIs(t, m.write(ctx, newView([]string{"m1"})), errLeaseExpired)
+		require.ErrorIs(t, m.valid(), errLeaseExpired, "the member works on")
+		require.ErrorIs(t, m.lostCause(), errLeaseExpired)
+		require.Len(t, f.kube.Actions(), len(renewed), "a renewal was sent past the deadline")
+	})
+}

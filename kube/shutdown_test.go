@@ -239,3 +239,38 @@ func TestShutdownDeadlineWaitsForAReconcilerIgnoringItsContextAndAppliesNothing(
 		require.Empty(t, holder(f.lease(t)), "the Lease is released once it returns")
 	})
 }
+
+// TestASlowStopIsLoggedWithAndWithoutSharding stops a controller while a
+// reconcile that takes 3s is in flight: the stop waits for it, and logs
+// "slow stop" with what the workers took, a leader's as a shard member's
+// (whose stop logged nothing).
+func TestASlowStopIsLoggedWithAndWithoutSharding(t *testing.T) {
+	for _, sharded := range []bool{false, true} {
+		name := "leader"
+		if sharded {
+			name = "member"
+		}
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, newWidget("w1", 1))
+				tel := humustest.NewTelemetry(t)
+				settings := testSettings()
+				settings.Sharding.Enabled = sharded
+				started := make(chan struct{})
+				var once sync.Once
+				c := newWidgetController(t, f, tel.Telemetry, settings,
+					ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+						once.Do(func() { close(started) })
+						time.Sleep(3 * time.Second) // a reconcile of 3s, which Shutdown lets finish
+						return Result[widgetStatus]{}, nil
+					}))
+				s := serve(t, c)
+				<-started
+				require.NoError(t, s.stop(t))
+				recs := recordsWithBody(tel, "slow stop")
+				require.Len(t, recs, 1)
+				require.Equal(t, "3s", attrs(recs[0])["workers"])
+			})
+		})
+	}
+}

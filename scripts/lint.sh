@@ -19,6 +19,6 @@ fi
 status=0
 for m in "${modules[@]}"; do
   echo "== lint $m"
-  (cd "$m" && "$lint" run --build-tags controlplane --config "$root/.golangci.yml" ./...) || status=1
+  (cd "$m" && "$lint" run --allow-parallel-runners --build-tags controlplane --config "$root/.golangci.yml" ./...) || status=1
 done
 exit $status

@@ -38,6 +38,26 @@
 //	certs, err := httpserver.CertDir(s, "tmp/k8s-webhook-server/serving-certs") // cert-manager's Secret, mounted
 //	svc, err := httpserver.New(s, httpserver.Config{Name: "webhooks", Addr: ":9443", Handler: mux, Certificate: certs})
 //
+// # Testing the conversions
+//
+// RoundTrip, called in a unit test, converts fuzzed objects of every spoke
+// to the hub and back, and of the hub to every spoke and back, with the
+// functions Handler serves, and names the first JSON paths that came back
+// different:
+//
+//	require.NoError(t, conversion.RoundTrip(widgets, conversion.RoundTripOptions{}))
+//
+// It lives here, not in a package of its own, because it calls the Kind's
+// unexported converters; it returns an error rather than taking a
+// testing.TB, so that this package does not import package testing.
+//
+// # Fields one version lacks
+//
+// A field only the hub's version has is lost on its way through a spoke
+// unless the spoke is Preserving: it keeps what the spoke cannot hold in
+// the annotation PreservedAnnotation and restores it on the way back, but
+// not over a value the write through the spoke changed.
+//
 // # How the pieces will connect (a design note)
 //
 // This package is the webhook alone, standalone from the kube package's
@@ -59,9 +79,6 @@
 //   - The controller watches one version, and its Reconciler sees that
 //     version's type; the API server converts every other through this
 //     webhook.
-//   - A round-trip check for the user's tests (spoke to hub to spoke,
-//     fuzzed) calls the same Kind's functions, so what is tested is what is
-//     served.
 //
 // Only this package's Kind and NewSpoke carry the type parameters; Handler
 // sees versions as functions of any, so one Handler serves every kind of

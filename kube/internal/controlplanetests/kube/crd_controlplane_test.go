@@ -53,6 +53,7 @@ func TestCRDsAgainstTheAPIServer(t *testing.T) {
 	t.Run("SelectableFields", func(t *testing.T) { testSelectableFieldsOnServer(t, a) })
 	t.Run("EmbeddedObjectMeta", func(t *testing.T) { testEmbeddedObjectMetaOnServer(t, a) })
 	t.Run("NamedListType", func(t *testing.T) { testNamedListTypeOnServer(t, a) })
+	t.Run("AdmissionPolicy", func(t *testing.T) { testAdmissionPolicyOnServer(t, a) })
 }
 
 type apiServer struct {
