@@ -11,18 +11,18 @@ import (
 	"github.com/z5labs/humus/kube/conversion"
 )
 
-// GadgetSpec's own JSON methods panic on the values "marshal" and
+// BrittleSpec's own JSON methods panic on the values "marshal" and
 // "unmarshal".
-type GadgetSpec struct{ X string }
+type BrittleSpec struct{ X string }
 
-func (g GadgetSpec) MarshalJSON() ([]byte, error) {
+func (g BrittleSpec) MarshalJSON() ([]byte, error) {
 	if g.X == "marshal" {
 		panic("marshal boom")
 	}
 	return []byte(`{"X":"` + g.X + `"}`), nil
 }
 
-func (g *GadgetSpec) UnmarshalJSON(b []byte) error {
+func (g *BrittleSpec) UnmarshalJSON(b []byte) error {
 	if strings.Contains(string(b), `"unmarshal"`) {
 		panic("unmarshal boom")
 	}
@@ -31,32 +31,32 @@ func (g *GadgetSpec) UnmarshalJSON(b []byte) error {
 }
 
 type (
-	GadgetV1 struct {
+	BrittleV1 struct {
 		metav1.TypeMeta   `json:",inline"`
 		metav1.ObjectMeta `json:"metadata,omitempty"`
-		Spec              GadgetSpec `json:"spec"`
+		Spec              BrittleSpec `json:"spec"`
 	}
-	GadgetV2 struct {
+	BrittleV2 struct {
 		metav1.TypeMeta   `json:",inline"`
 		metav1.ObjectMeta `json:"metadata,omitempty"`
-		Spec              GadgetSpec `json:"spec"`
+		Spec              BrittleSpec `json:"spec"`
 	}
 )
 
 func TestAPanicInAGoTypesOwnJSONMethodsFailsTheObject(t *testing.T) {
-	h, err := conversion.Handler(&humus.Setup{}, conversion.Kind[GadgetV2]{
-		Group: "example.com", Kind: "Gadget", Hub: "v2",
-		Spokes: []conversion.Spoke[GadgetV2]{conversion.NewSpoke("v1",
-			func(s *GadgetV1, d *GadgetV2) error { d.ObjectMeta, d.Spec = s.ObjectMeta, s.Spec; return nil },
-			func(s *GadgetV2, d *GadgetV1) error { d.ObjectMeta, d.Spec = s.ObjectMeta, s.Spec; return nil })},
+	h, err := conversion.Handler(&humus.Setup{}, conversion.Kind[BrittleV2]{
+		Group: "example.com", Kind: "Brittle", Hub: "v2",
+		Spokes: []conversion.Spoke[BrittleV2]{conversion.NewSpoke("v1",
+			func(s *BrittleV1, d *BrittleV2) error { d.ObjectMeta, d.Spec = s.ObjectMeta, s.Spec; return nil },
+			func(s *BrittleV2, d *BrittleV1) error { d.ObjectMeta, d.Spec = s.ObjectMeta, s.Spec; return nil })},
 	})
 	require.NoError(t, err)
 	gadget := func(name, x string) string {
-		return `{"apiVersion":"example.com/v1","kind":"Gadget","metadata":{"name":"` + name + `"},"spec":{"X":"` + x + `"}}`
+		return `{"apiVersion":"example.com/v1","kind":"Brittle","metadata":{"name":"` + name + `"},"spec":{"X":"` + x + `"}}`
 	}
 	resp := answer(t, h, review("example.com/v2", gadget("fine", "x"), gadget("m", "marshal"), gadget("u", "unmarshal")))
 	require.Equal(t, metav1.StatusFailure, resp.Result.Status)
 	require.Equal(t, "converting 2 of 3 objects to example.com/v2 failed: "+
-		"object 1 (Gadget m): decoding or encoding it: panic: marshal boom; "+
-		"object 2 (Gadget u): decoding or encoding it: panic: unmarshal boom", resp.Result.Message)
+		"object 1 (Brittle m): decoding or encoding it: panic: marshal boom; "+
+		"object 2 (Brittle u): decoding or encoding it: panic: unmarshal boom", resp.Result.Message)
 }
