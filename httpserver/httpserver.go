@@ -30,6 +30,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"reflect"
 	"sync"
 	"time"
 
@@ -99,6 +100,11 @@ func (c Config) check() error {
 	if c.Handler == nil {
 		errs = append(errs, errors.New("Config.Handler is nil"))
 	}
+	if v := reflect.ValueOf(c.Certificate); c.Certificate != nil && v.Kind() == reflect.Pointer && v.IsNil() {
+		// Such as the *Files of a CertDir whose error went unchecked:
+		// every TLS handshake would panic on it.
+		errs = append(errs, fmt.Errorf("Config.Certificate is a nil %T: give the one CertFiles, CertDir or NewAuthority returned with no error, or nil for plain HTTP", c.Certificate))
+	}
 	if c.ReadHeaderTimeout < 0 {
 		errs = append(errs, fmt.Errorf("Config.ReadHeaderTimeout is %v: it is 0 (the default) or more", c.ReadHeaderTimeout))
 	}
@@ -123,7 +129,8 @@ func (c Config) check() error {
 // connection, waits for Serve, and returns an error wrapping the context's
 // error.
 //
-// New returns one error naming every mistake in c, and a nil s or
+// New returns one error naming every mistake in c (a nil *Files or
+// *Authority as its Certificate among them), and a nil s or
 // s.Host.Listen, each prefixed with the server's name.
 func New(s *humus.Setup, c Config) (humus.Service, error) {
 	errs := []error{c.check()}

@@ -322,6 +322,13 @@ func TestNewNamesEveryMistakeAndTheServer(t *testing.T) {
 	require.EqualError(t, err, "httpserver: NewAuthority: host 1 is empty\nhttpserver: NewAuthority: the validity -1s is negative")
 }
 
+func TestNewRefusesANilCertificateOfAType(t *testing.T) {
+	_, _, s := setup(t)
+	var files *httpserver.Files // a CertDir whose error went unchecked
+	_, err := httpserver.New(s, httpserver.Config{Name: "webhooks", Addr: ":9443", Handler: hello, Certificate: files})
+	require.EqualError(t, err, `httpserver "webhooks": Config.Certificate is a nil *httpserver.Files: give the one CertFiles, CertDir or NewAuthority returned with no error, or nil for plain HTTP`)
+}
+
 func TestServeNamesTheServerWhenItCantListen(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		_, _, s := setup(t)

@@ -54,15 +54,15 @@ type Recorder struct {
 	log        *slog.Logger
 }
 
-// recorderKey is the context key of a reconcile's Recorder.
-type recorderKey struct{}
-
 // RecorderFrom returns the Recorder of the controller whose reconcile ctx
 // is, as a Reconciler's and a Finalize's context carries it. A context
 // that carries none gives a Recorder that records nothing; a unit test's
 // from NewReconcileTest gives one whose Events the test reads.
 func RecorderFrom(ctx context.Context) *Recorder {
-	r, _ := ctx.Value(recorderKey{}).(*Recorder)
+	var r *Recorder
+	if s := scopeOf(ctx); s != nil {
+		r = s.rec
+	}
 	return r
 }
 
@@ -199,15 +199,6 @@ func (c *Controller) startEvents(ctx context.Context) (stop func()) {
 		cancel()
 		b.Shutdown()
 	}
-}
-
-// withRecorder returns ctx carrying the controller's Recorder, if Serve
-// has started one.
-func (c *Controller) withRecorder(ctx context.Context) context.Context {
-	if r := c.recorder.Load(); r != nil {
-		return context.WithValue(ctx, recorderKey{}, r)
-	}
-	return ctx
 }
 
 // recordFailure records a Warning Event on the object key names, if the

@@ -249,17 +249,13 @@ func (c *Controller) newElector(l *lease) (*leaderelection.LeaderElector, error)
 	return elector, nil
 }
 
-// leaseKey is the context key of the lease a reconcile works under: a
-// leader's *lease, or a *member with Sharding on.
-type leaseKey struct{}
-
 // mayWork returns nil if ctx's reconcile may take a key or send an apply:
 // its replica holds the Lease within its deadline. It returns why not
 // otherwise, and nil for a context without a lease, which only the
 // package's tests make.
 func mayWork(ctx context.Context) error {
-	if l, ok := ctx.Value(leaseKey{}).(interface{ valid() error }); ok {
-		return l.valid()
+	if s := scopeOf(ctx); s != nil && s.lease != nil {
+		return s.lease.valid()
 	}
 	return nil
 }

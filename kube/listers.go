@@ -72,9 +72,11 @@ func NewLister[T any](c *Controller, gvr schema.GroupVersionResource) (Lister[T]
 // read what its Controller watches without holding the Controller. It
 // returns NewLister's errors, and an error if ctx is no reconcile's.
 func ListerFrom[T any](ctx context.Context, gvr schema.GroupVersionResource) (Lister[T], error) {
-	r, ok := ctx.Value(reconcilingKey{}).(reconciling)
-	c := r.c
-	if !ok || c == nil {
+	var c *Controller
+	if s := scopeOf(ctx); s != nil {
+		c = s.c
+	}
+	if c == nil {
 		return Lister[T]{}, fmt.Errorf("kube: ListerFrom %s: the context is no reconcile's, so it names no Controller: use NewLister", gvr)
 	}
 	return NewLister[T](c, gvr)

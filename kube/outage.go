@@ -30,7 +30,8 @@ import (
 // reconcile at a time is the outage's probe: the key that failed last is
 // queued again after a delay that doubles from outageProbeMin to
 // outageProbeMax (or RetryMaxDelay, if shorter), so that the API server's
-// return is seen. An object that changes is reconciled at once, as ever.
+// return is seen; a probe whose key fails for a reason of its own is
+// backed off as such, and another held key probes in its place. An object that changes is reconciled at once, as ever.
 // So an outage costs fewer requests than each key's own backoff did (a
 // key's first retries come within a second), and ends for every object
 // within seconds of the API server's return. A key failing alone while
@@ -63,6 +64,8 @@ type outage struct {
 	held  map[string]struct{} // the keys that failed so since
 	probe time.Duration       // the last probe's delay; 0 before the first
 	next  time.Time           // when the pending probe is due
+	// probeKey is the pending probe's key, "" if none.
+	probeKey string
 }
 
 func newOutage(queue workqueue.TypedRateLimitingInterface[string], retryMax time.Duration) *outage {
@@ -75,6 +78,7 @@ func newOutage(queue workqueue.TypedRateLimitingInterface[string], retryMax time
 func (o *outage) failed(key string, err error) {
 	if !commonFailure(err) {
 		o.queue.AddRateLimited(key)
+		o.reprobe(key)
 		return
 	}
 	o.mu.Lock()
@@ -94,9 +98,37 @@ func (o *outage) failed(key string, err error) {
 	}
 	o.probe = min(max(2*o.probe, outageProbeMin), o.probeMax)
 	o.next = now.Add(o.probe)
+	o.probeKey = key
 	delay := o.probe
 	o.mu.Unlock()
 	o.queue.AddAfter(key, delay)
+}
+
+// reprobe hands the probe on to another held key when key, the probe's,
+// failed on its own (not as every key fails in an outage): key is backed
+// off on its own, and without another probe the held keys would wait for
+// a success that may never come, such as when the API server is back and
+// key fails for its own reason every time.
+func (o *outage) reprobe(key string) {
+	o.mu.Lock()
+	if o.probeKey != key || key == "" {
+		o.mu.Unlock()
+		return
+	}
+	o.probeKey = ""
+	for k := range o.held {
+		if k != key {
+			o.probeKey = k
+			break
+		}
+	}
+	next := o.probeKey
+	o.next = o.now().Add(o.probe)
+	delay := o.probe
+	o.mu.Unlock()
+	if next != "" {
+		o.queue.AddAfter(next, delay)
+	}
 }
 
 // succeeded notes a reconcile that succeeded: an outage, if there was one,
@@ -114,7 +146,7 @@ func (o *outage) succeeded() {
 			keys = append(keys, k)
 		}
 	}
-	o.since, o.probe, o.next = time.Time{}, 0, time.Time{}
+	o.since, o.probe, o.next, o.probeKey = time.Time{}, 0, time.Time{}, ""
 	clear(o.held)
 	o.mu.Unlock()
 	for _, k := range keys {

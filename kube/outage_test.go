@@ -17,6 +17,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/util/workqueue"
 )
 
 // TestAnOutageUnderChurnLeavesNoObjectAtItsBackoffsCap is issue 24's RBAC
@@ -141,4 +142,41 @@ func TestCommonFailures(t *testing.T) {
 	} {
 		require.Equal(t, tc.common, commonFailure(tc.err), "%v", tc.err)
 	}
+}
+
+// TestAProbeThatFailsOnItsOwnHandsTheProbeOn: in an outage the held keys
+// wait for the probe's success; when the probe's key fails for a reason of
+// its own (the API server back, the object invalid), another held key
+// probes in its place, or the held keys waited for good.
+func TestAProbeThatFailsOnItsOwnHandsTheProbeOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
+		defer q.ShutDown()
+		o := newOutage(q, time.Hour)
+		forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "widgets"}, "w", errors.New("RBAC"))
+		take := func() string {
+			k, _ := q.Get()
+			q.Done(k)
+			return k
+		}
+		o.failed("a", forbidden)
+		o.failed("b", forbidden)
+		require.ElementsMatch(t, []string{"a", "b"}, []string{take(), take()}, "backed off, within outageAfter")
+		time.Sleep(outageAfter)
+		o.failed("a", forbidden) // the probe
+		o.failed("b", forbidden) // held
+		require.Equal(t, "a", take(), "the probe, after outageProbeMin")
+		o.failed("a", apierrors.NewInvalid(schema.GroupKind{Kind: "Widget"}, "a", nil))
+		require.Equal(t, "a", take(), "backed off on its own")
+		got := make(chan string)
+		go func() { got <- take() }()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		select {
+		case k := <-got:
+			require.Equal(t, "b", k, "the held key, probing in a's place")
+		default:
+			t.Fatal("the held key b was never queued again")
+		}
+	})
 }

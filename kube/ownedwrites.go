@@ -2,7 +2,6 @@ package kube
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -55,58 +54,37 @@ import (
 // doesn't select isn't kept: that Owns hears nothing of the object, so no
 // event would ever come to match it.
 
-// reconcilingKey is the reconcile's context key of what it reconciles.
-type reconcilingKey struct{}
-
-// reconciling is what a reconcile's context carries: its Controller, for
-// ListerFrom, and the key it reconciles, for its owned writes.
-type reconciling struct {
-	c   *Controller
-	key string
-}
-
-// withReconciling returns ctx carrying c and the key it reconciles.
-func withReconciling(ctx context.Context, c *Controller, key string) context.Context {
-	return context.WithValue(ctx, reconcilingKey{}, reconciling{c: c, key: key})
-}
-
-// ownedWritesTransport is the transport's layer that notes a reconcile's
-// writes to owned resources: a request whose context carries no reconcile,
-// or isn't a write, passes through untouched.
-type ownedWritesTransport struct{ next http.RoundTripper }
-
-func (t ownedWritesTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	r, ok := req.Context().Value(reconcilingKey{}).(reconciling)
-	if !ok || r.c == nil || (req.Method != http.MethodPatch && req.Method != http.MethodPut && req.Method != http.MethodPost) {
-		return t.next.RoundTrip(req)
-	}
-	w, ok := r.c.ownedWrite(r.key, req)
+// noteOwnedWrite sends req, a write of the reconcile of key, through
+// next, noting it first if it writes a resource c Owns: the body of a
+// reconcile's writeHook (scope.go, transport.go).
+func (c *Controller) noteOwnedWrite(key string, req *http.Request, next http.RoundTripper) (*http.Response, error) {
+	w, ok := c.ownedWrite(key, req)
 	if !ok {
-		return t.next.RoundTrip(req)
+		return next.RoundTrip(req)
 	}
 	// A POST names its object in its body, not its path: its key is known
 	// only from the answer, so its events aren't held meanwhile.
 	if w.name != "" {
-		r.c.ownedWrites.writing(w.key(w.name))
+		c.ownedWrites.writing(w.key(w.name))
 		// A panic below, which the reconcile recovers, still ends the
 		// write: left in flight, the object's events would be held for
 		// good.
 		defer func() {
 			if p := recover(); p != nil {
-				r.c.ownedWrites.wrote(w.key(w.name), nil)
+				c.ownedWrites.wrote(w.key(w.name), nil)
 				panic(p)
 			}
 		}()
 	}
-	resp, err := t.next.RoundTrip(req)
+	resp, err := next.RoundTrip(req)
 	got := writtenObject(resp, err)
 	if got != nil {
 		// Only an object the reconciled owner controls: Owns' events of
 		// any other queue their own controller, and a write kept for them
 		// would never be matched.
-		if owner, ok := r.c.ownerKey(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		if owner, ok := c.ownerKey(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
 			Namespace: got.Metadata.Namespace, OwnerReferences: got.Metadata.OwnerReferences,
-		}}); !ok || owner != r.key {
+		}}); !ok || owner != key {
 			got = nil
 		}
 	}
@@ -117,14 +95,14 @@ func (t ownedWritesTransport) RoundTrip(req *http.Request) (*http.Response, erro
 	}
 	switch {
 	case w.name != "":
-		r.c.ownedWrites.wrote(w.key(w.name), got.version(w.namespace, w.name))
+		c.ownedWrites.wrote(w.key(w.name), got.version(w.namespace, w.name))
 	case got != nil && got.Metadata.Name != "" && got.Metadata.Namespace == w.namespace:
 		// A POST's events weren't held: the creation's event may have
 		// come already, and then nothing is left to match it.
 		key := w.key(got.Metadata.Name)
 		v := got.version(w.namespace, got.Metadata.Name)
-		r.c.ownedWrites.writing(key)
-		r.c.ownedWrites.wroteCached(key, v, r.c.ownedCached(w, got.Metadata.Name, v))
+		c.ownedWrites.writing(key)
+		c.ownedWrites.wroteCached(key, v, c.ownedCached(w, got.Metadata.Name, v))
 	}
 	return resp, err
 }

@@ -52,7 +52,6 @@ func (c *Controller) worker(ctx context.Context, queue workqueue.TypedRateLimiti
 // span, and settles key by the outcome.
 func (c *Controller) reconcile(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], lister cache.Indexer, key string) {
 	ctx, rec := c.tel.startReconcile(withReconciling(ctx, c, key), c.kind, key)
-	ctx = c.withRecorder(ctx)
 	after, err := c.reconcileKey(ctx, lister, key)
 	c.settle(ctx, queue, lister, key, rec, after, err)
 }

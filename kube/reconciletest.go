@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -91,7 +92,8 @@ func TestOwned(gvr schema.GroupVersionResource, objs ...any) TestCache {
 // NewReconcileTest returns a ReconcileTest of the controller named name
 // (its Settings.Name, which errors name, and which reports the Events it
 // records) with caches, each of its own resource. It returns one error
-// naming every object that can't be encoded or has no name, and every
+// naming every object that is nil, can't be encoded or has no name, every
+// cache whose resource has no version or no plural resource, and every
 // resource that two caches name: a Controller has one cache of each
 // resource.
 func NewReconcileTest(name string, caches ...TestCache) (*ReconcileTest, error) {
@@ -101,6 +103,9 @@ func NewReconcileTest(name string, caches ...TestCache) (*ReconcileTest, error) 
 		if _, ok := c.caches[tc.gvr]; ok {
 			errs = append(errs, fmt.Errorf("kube: NewReconcileTest: two caches of %s: a controller has one cache of each resource", tc.gvr))
 			continue
+		}
+		if tc.gvr.Version == "" || tc.gvr.Resource == "" {
+			errs = append(errs, fmt.Errorf("kube: NewReconcileTest: a cache of %q: name its resource's version and plural resource, such as {Version: \"v1\", Resource: \"configmaps\"}", tc.gvr))
 		}
 		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
 		for i, obj := range tc.objs {
@@ -131,8 +136,7 @@ func NewReconcileTest(name string, caches ...TestCache) (*ReconcileTest, error) 
 // Context returns ctx carrying what a reconcile's context carries for
 // ListerFrom and RecorderFrom: rt's caches and its Recorder.
 func (rt *ReconcileTest) Context(ctx context.Context) context.Context {
-	ctx = context.WithValue(ctx, reconcilingKey{}, reconciling{c: rt.c})
-	return context.WithValue(ctx, recorderKey{}, rt.rec)
+	return withScope(ctx, &scope{c: rt.c, rec: rt.rec})
 }
 
 // Recorder returns the Recorder RecorderFrom returns from Context's
@@ -165,6 +169,12 @@ func (rt *ReconcileTest) Events() ([]TestEvent, error) {
 
 // cached is obj as a cache of form holds it.
 func (f cacheForm) cached(obj any) (any, error) {
+	if obj == nil {
+		return nil, errors.New("kube: the object is nil")
+	}
+	if v := reflect.ValueOf(obj); v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil, fmt.Errorf("kube: the %T is nil", obj)
+	}
 	m, _, _, err := objectMeta(obj)
 	if err != nil {
 		return nil, err

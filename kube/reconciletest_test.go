@@ -133,6 +133,14 @@ func TestNewReconcileTestNamesEveryMistake(t *testing.T) {
 	require.ErrorContains(t, err, "object 0 of /v1, Resource=configmaps: the *v1.ConfigMap has no name")
 	require.ErrorContains(t, err, "two caches of /v1, Resource=configmaps")
 	require.ErrorContains(t, err, "object 0 of apps/v1, Resource=deployments: kube: a *string is not an object")
+
+	_, err = kube.NewReconcileTest("test-controller",
+		kube.TestObjects(testConfigMaps, nil, (*corev1.ConfigMap)(nil)),
+		kube.TestMetadata(testSecrets.GroupVersion().WithResource("")),
+	)
+	require.EqualError(t, err, "kube: NewReconcileTest: object 0 of /v1, Resource=configmaps: kube: the object is nil\n"+
+		"kube: NewReconcileTest: object 1 of /v1, Resource=configmaps: kube: the *v1.ConfigMap is nil\n"+
+		`kube: NewReconcileTest: a cache of "/v1, Resource=": name its resource's version and plural resource, such as {Version: "v1", Resource: "configmaps"}`)
 }
 
 // ExampleNewReconcileTest shows a unit test's Reconciler reading a

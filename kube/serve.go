@@ -108,7 +108,7 @@ func (c *Controller) lead(ctx, workCtx context.Context, caches *caches, td *tear
 		return err
 	}
 	w := &workers{c: c, caches: caches, stopping: make(chan struct{})}
-	err = w.run(ctx, context.WithValue(workCtx, leaseKey{}, l), l, unserved)
+	err = w.run(ctx, withLease(workCtx, l), l, unserved)
 
 	td.stopWork(w.stop, election.stop)
 

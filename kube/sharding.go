@@ -120,7 +120,7 @@ func (c *Controller) serveShard(ctx, workCtx context.Context, cs *caches, td *te
 	spawn(m.run)
 
 	w := &workers{c: c, caches: cs, stopping: make(chan struct{})}
-	err = w.work(ctx, context.WithValue(workCtx, leaseKey{}, m), m.ctx, "joined its members", unserved)
+	err = w.work(ctx, withLease(workCtx, m), m.ctx, "joined its members", unserved)
 	// leave releases the Lease unless it was lost.
 	td.stopWork(w.stop, func() {
 		stopBackground()
@@ -138,8 +138,11 @@ func (c *Controller) serveShard(ctx, workCtx context.Context, cs *caches, td *te
 // the member may cancel, if the member takes key (begin). A key not taken
 // is forgotten by the queue: its owner has it. done ends the take.
 func takeKey(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], key string) (rctx context.Context, done func(), ok bool) {
-	m, isMember := ctx.Value(leaseKey{}).(*member)
-	if !isMember {
+	var m *member
+	if s := scopeOf(ctx); s != nil {
+		m, _ = s.lease.(*member)
+	}
+	if m == nil {
 		return ctx, func() {}, true
 	}
 	rctx, t, ok := m.begin(ctx, key)

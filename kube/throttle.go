@@ -40,8 +40,8 @@ const (
 // congestion is the transport's layer that limits how many requests, other
 // than the Lease's and watches, are in flight at once, and adapts that
 // limit to the API server's 429 answers as TCP does its congestion window:
-// each 429 halves the limit, down to the requests in flight when it came
-// and at least one; congestionHold after the last 429, and then every
+// each 429, to a Lease request too, halves the limit, down to the requests
+// in flight when it came and at least one; congestionHold after the last 429, and then every
 // congestionGrowth without one, it grows by one, up to congestionMax.
 // Before any 429 it limits nothing.
 //
@@ -69,8 +69,21 @@ func newCongestion(next http.RoundTripper) *congestion {
 }
 
 func (c *congestion) RoundTrip(r *http.Request) (*http.Response, error) {
-	if isLease(r) || isWatch(r) {
+	if isWatch(r) {
 		return c.next.RoundTrip(r)
+	}
+	if isLease(r) {
+		// A Lease request never waits, but its 429 says the window let
+		// the workers fill the API server's queue: it shrinks the window
+		// as theirs do, or the Lease's renewals would be refused until a
+		// worker's request happened to meet a 429 of its own.
+		resp, err := c.next.RoundTrip(r)
+		if err == nil && resp.StatusCode == http.StatusTooManyRequests {
+			c.mu.Lock()
+			c.shrinkLocked(c.inFlight)
+			c.mu.Unlock()
+		}
+		return resp, err
 	}
 	if err := c.acquire(r.Context()); err != nil {
 		if r.Body != nil {
@@ -120,12 +133,18 @@ func (c *congestion) release(throttled bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if throttled {
-		c.limit = max(1, min(c.limit, c.inFlight)/2)
-		c.grown = c.now().Add(congestionHold - congestionGrowth)
+		c.shrinkLocked(c.inFlight)
 	}
 	c.inFlight--
 	c.growLocked()
 	c.wakeLocked()
+}
+
+// shrinkLocked halves the window on a 429, from the requests in flight
+// if fewer, down to one, and holds it so for congestionHold.
+func (c *congestion) shrinkLocked(inFlight int) {
+	c.limit = max(1, min(c.limit, inFlight)/2)
+	c.grown = c.now().Add(congestionHold - congestionGrowth)
 }
 
 // growLocked raises the window by one for each congestionGrowth since it

@@ -106,6 +106,11 @@ func squeeze(t *testing.T, rt http.RoundTripper) {
 		})
 	}
 	wg.Go(func() {
+		// The renewals keep their own time, not the workers' seats: a
+		// renewal that came at the very instant a seat changed hands (or
+		// the window grew) would find the API server's queue full or not
+		// by the order synctest runs the goroutines of one instant in.
+		time.Sleep(5 * time.Millisecond)
 		tick := time.NewTicker(500 * time.Millisecond)
 		defer tick.Stop()
 		for {
@@ -235,6 +240,42 @@ func TestTheWindowHalvesOn429AndGrowsBackAfter10sByOneASecond(t *testing.T) {
 			require.Equal(t, http.StatusOK, resp.StatusCode)
 		}
 		for range 5 {
+			answer <- http.StatusOK
+		}
+		wg.Wait()
+	})
+}
+
+func TestALeaseRequestsTooManyRequestsShrinksTheWindow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		answer := make(chan int)
+		next := roundTripFunc(func(r *http.Request) (*http.Response, error) {
+			code := http.StatusTooManyRequests // the Lease's, at once
+			if !isLease(r) {
+				code = <-answer
+			}
+			return &http.Response{StatusCode: code, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
+		})
+		c := newCongestion(next)
+		var wg sync.WaitGroup
+		for range 4 {
+			wg.Go(func() {
+				req, _ := http.NewRequest(http.MethodGet, "https://api/api/v1/namespaces/ns/configmaps/c", nil)
+				if resp, err := c.RoundTrip(req); err == nil {
+					_ = resp.Body.Close()
+				}
+			})
+		}
+		synctest.Wait()
+		req, _ := http.NewRequest(http.MethodPut, "https://api/apis/coordination.k8s.io/v1/namespaces/ns/leases/controller", nil)
+		resp, err := c.RoundTrip(req)
+		require.NoError(t, err)
+		require.Equal(t, http.StatusTooManyRequests, resp.StatusCode)
+		c.mu.Lock()
+		require.Equal(t, 2, c.limit, "halved from the workers' 4 in flight")
+		require.Equal(t, 4, c.inFlight, "the Lease's request is never counted")
+		c.mu.Unlock()
+		for range 4 {
 			answer <- http.StatusOK
 		}
 		wg.Wait()

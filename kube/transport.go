@@ -191,3 +191,32 @@ func segment(p string, i int) string {
 	}
 	return p
 }
+
+// writeHook is what a reconcile's context gives the transport so that it
+// notes the reconcile's writes (ownedwrites.go) without knowing the
+// Controller: noteWrite sends req through next and returns its answer.
+type writeHook interface {
+	noteWrite(req *http.Request, next http.RoundTripper) (*http.Response, error)
+}
+
+// writeHookKey is the context key of a request's writeHook.
+type writeHookKey struct{}
+
+// withWriteHook returns ctx carrying h, to which ownedWritesTransport
+// hands the writes of a request made with ctx.
+func withWriteHook(ctx context.Context, h writeHook) context.Context {
+	return context.WithValue(ctx, writeHookKey{}, h)
+}
+
+// ownedWritesTransport is the transport's layer that hands a write (a
+// PATCH, PUT or POST) to the writeHook of its request's context: a request
+// whose context carries none, or isn't a write, passes through untouched.
+type ownedWritesTransport struct{ next http.RoundTripper }
+
+func (t ownedWritesTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	h, ok := req.Context().Value(writeHookKey{}).(writeHook)
+	if !ok || (req.Method != http.MethodPatch && req.Method != http.MethodPut && req.Method != http.MethodPost) {
+		return t.next.RoundTrip(req)
+	}
+	return h.noteWrite(req, t.next)
+}

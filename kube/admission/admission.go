@@ -89,8 +89,11 @@ type Defaulting[T any] struct {
 	// Default sets obj's defaults. The handler answers with a JSON patch
 	// of what it changed (obj encoded before and after it), adds and
 	// replaces only: a field T lacks is kept, as controller-runtime's
-	// defaulter keeps it by default, and so is one Default empties. An
-	// error denies the request. Required.
+	// defaulter keeps it by default, and so is one Default empties. A
+	// list is patched element by element, by index, as controller-runtime
+	// patches it, so an element's fields T lacks are kept too, unless
+	// Default shortens the list, which is then replaced whole. An error
+	// denies the request. Required.
 	Default func(ctx context.Context, obj *T) error
 }
 
@@ -395,7 +398,12 @@ func (h *handler) serve(ctx context.Context, span trace.Span, w http.ResponseWri
 	var p []byte
 	f, ok := h.byGVR[gvr]
 	if ok {
-		p, err = f(ctx, req)
+		// call recovers a panic outside the webhook's function too, in
+		// the Go type's own UnmarshalJSON or MarshalJSON.
+		err = call(func() (err error) {
+			p, err = f(ctx, req)
+			return err
+		})
 	} else {
 		err = &denied{code: http.StatusInternalServerError, err: fmt.Errorf("no %s webhook is registered for the resource %s: check the webhook configuration's rules", h.kind, gvr)}
 	}
@@ -443,11 +451,13 @@ type op struct {
 // patch returns the JSON patch, against the object as it came (raw),
 // of what Default changed: the difference between before and after, obj
 // encoded before and after Default, as an add of each key after has and
-// before hasn't, and a replace of each value that differs (a list as a
-// whole), never a removal. Diffing the two encodings rather than raw and
-// after keeps out what encoding alone changes: a field T lacks, which
-// would be removed, and a zero value T writes, which would be added. nil
-// when Default changed nothing.
+// before hasn't, and a replace of each value that differs, never a
+// removal. A list is diffed element by element, by index, with an add of
+// each element Default appended; one Default shortened is replaced
+// whole. Diffing the two encodings rather than raw and after keeps out
+// what encoding alone changes: a field T lacks, which would be removed,
+// and a zero value T writes, which would be added. nil when Default
+// changed nothing.
 func patch(raw, before, after []byte) ([]byte, error) {
 	var o, b, a any
 	for _, d := range []struct {
@@ -472,6 +482,23 @@ func patch(raw, before, after []byte) ([]byte, error) {
 func diff(path string, o, b, a any, ops *[]op) {
 	if reflect.DeepEqual(b, a) || a == nil {
 		return // unchanged, or emptied: no removal
+	}
+	if ol, ok := o.([]any); ok {
+		// A list Default lengthened or kept its length is diffed element
+		// by element, by index, as controller-runtime's defaulter's
+		// patch (gomodules.xyz/jsonpatch) diffs it, so that an element's
+		// fields T lacks are kept; one it shortened is replaced whole.
+		bl, bok := b.([]any)
+		al, aok := a.([]any)
+		if bok && aok && len(ol) == len(bl) && len(al) >= len(bl) {
+			for i := range bl {
+				diff(fmt.Sprintf("%s/%d", path, i), ol[i], bl[i], al[i], ops)
+			}
+			for _, v := range al[len(bl):] {
+				*ops = append(*ops, op{Op: "add", Path: path + "/-", Value: v})
+			}
+			return
+		}
 	}
 	om, ook := o.(map[string]any)
 	bm, _ := b.(map[string]any)

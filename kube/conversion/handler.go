@@ -77,7 +77,8 @@ const (
 //   - its apiVersion or kind isn't one of kinds', or isn't
 //     desiredAPIVersion's group, or it doesn't decode into its version's
 //     Go type;
-//   - a conversion function returned an error, or panicked (recovered; the
+//   - a conversion function returned an error, or panicked, or a Go
+//     type's own UnmarshalJSON or MarshalJSON panicked (recovered; the
 //     stack is logged, not sent);
 //   - the converted object broke an invariant of its metadata, which the
 //     API server also checks: its kind (when the function set one), name,
@@ -258,7 +259,16 @@ func (h *handler) convert(ctx context.Context, raw []byte, desired schema.GroupV
 	from, err := schema.ParseGroupVersion(in.APIVersion)
 	gk := schema.GroupKind{Group: from.Group, Kind: in.Kind}
 	outcome := outcomeInvalid
-	defer func() { h.count(ctx, gk, from.Version, desired.Version, outcome) }()
+	defer func() {
+		// A panic outside the conversion functions, in a Go type's own
+		// UnmarshalJSON or MarshalJSON, fails this object as theirs does.
+		if r := recover(); r != nil {
+			p := &panicError{value: r, stack: debug.Stack()}
+			h.log.ErrorContext(ctx, "decoding or encoding an object panicked", "panic", fmt.Sprint(r), "stack", string(p.stack))
+			out, err, outcome = nil, fmt.Errorf("%s: decoding or encoding it: %w", name, p), outcomePanic
+		}
+		h.count(ctx, gk, from.Version, desired.Version, outcome)
+	}()
 	if err != nil || from.Version == "" {
 		return nil, fmt.Errorf("%s: its apiVersion %q is not group/version", name, in.APIVersion)
 	}

@@ -2,6 +2,7 @@ package crdschema
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 	"regexp"
@@ -378,3 +379,26 @@ func ValueRules(t reflect.Type, cs []Constraint) Rules {
 	}
 	return r
 }
+
+// applyConstraint applies c to p, and turns a panic, such as one from a
+// value's MarshalJSON, into an error.
+func applyConstraint(c Constraint, p *apiextensionsv1.JSONSchemaProps) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("panicked: %v", r)
+		}
+	}()
+	return c.Apply(p)
+}
+
+func joinErrs(errs []error) error {
+	if len(errs) == 0 {
+		return nil
+	}
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	return errors.Join(errs...)
+}
+
+func ptrTo[T any](v T) *T { return &v }

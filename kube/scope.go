@@ -1,0 +1,67 @@
+package kube
+
+import (
+	"context"
+	"net/http"
+)
+
+// scope is what a worker's and a reconcile's context carry, in one value
+// under scopeKey. A worker's context carries the lease it works under; a
+// reconcile's a copy of it (withReconciling) that adds the Controller, the
+// key it reconciles and its Recorder. ReconcileTest.Context makes one with
+// a test's caches and Recorder and no lease.
+type scope struct {
+	// lease is the replica's right to work: a leader's *lease, or a
+	// *member with Sharding on (mayWork, takeKey). nil in the package's
+	// tests, which then may always work.
+	lease interface{ valid() error }
+	// c is the reconcile's Controller, for ListerFrom and its owned
+	// writes; nil in a worker's context.
+	c *Controller
+	// key is the key the reconcile reconciles, for its owned writes.
+	key string
+	// rec is RecorderFrom's Recorder; nil records nothing.
+	rec *Recorder
+}
+
+// scopeKey is the context key of a worker's or reconcile's scope.
+type scopeKey struct{}
+
+// scopeOf returns ctx's scope, or nil if ctx carries none.
+func scopeOf(ctx context.Context) *scope {
+	s, _ := ctx.Value(scopeKey{}).(*scope)
+	return s
+}
+
+// withLease returns ctx, a worker's, carrying l, a *lease or a *member.
+func withLease(ctx context.Context, l interface{ valid() error }) context.Context {
+	return context.WithValue(ctx, scopeKey{}, &scope{lease: l})
+}
+
+// withReconciling returns ctx carrying the scope of c's reconcile of key:
+// ctx's lease, if any, c, key and c's Recorder, if Serve has started one.
+// Its writes go to the transport's writeHook (transport.go).
+func withReconciling(ctx context.Context, c *Controller, key string) context.Context {
+	s := &scope{c: c, key: key}
+	if w := scopeOf(ctx); w != nil {
+		s.lease = w.lease
+	}
+	if c != nil {
+		s.rec = c.recorder.Load()
+	}
+	return withScope(ctx, s)
+}
+
+// withScope returns ctx carrying s, a reconcile's, as its scope and its
+// writeHook.
+func withScope(ctx context.Context, s *scope) context.Context {
+	return withWriteHook(context.WithValue(ctx, scopeKey{}, s), s)
+}
+
+// noteWrite is the reconcile's writeHook: see ownedWrites.
+func (s *scope) noteWrite(req *http.Request, next http.RoundTripper) (*http.Response, error) {
+	if s.c == nil {
+		return next.RoundTrip(req)
+	}
+	return s.c.noteOwnedWrite(s.key, req, next)
+}
