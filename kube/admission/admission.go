@@ -24,9 +24,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"reflect"
 	"runtime/debug"
@@ -46,6 +44,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/kube/internal/webhookbody"
 )
 
 // The paths Validate's and Default's handlers are mounted at by
@@ -361,26 +360,10 @@ func (h *handler) serve(ctx context.Context, span trace.Span, w http.ResponseWri
 		http.Error(w, "admission: "+msg, code)
 		return fmt.Sprint(code)
 	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		return refuse(http.StatusMethodNotAllowed, fmt.Sprintf("an AdmissionReview is POSTed, not %s", r.Method))
-	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return refuse(http.StatusUnsupportedMediaType, fmt.Sprintf("the Content-Type is %q, not application/json", r.Header.Get("Content-Type")))
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("the AdmissionReview is larger than %d bytes", MaxRequestBytes))
-		}
-		return refuse(http.StatusBadRequest, fmt.Sprintf("reading the AdmissionReview: %v", err))
-	}
 	var review admissionv1.AdmissionReview
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, &review); err != nil {
-		return refuse(http.StatusBadRequest, fmt.Sprintf("the body is no AdmissionReview: %v", err))
-	}
-	if gvk := review.GroupVersionKind(); gvk != admissionv1.SchemeGroupVersion.WithKind("AdmissionReview") {
-		return refuse(http.StatusBadRequest, fmt.Sprintf("the body is a %q of apiVersion %q, not an AdmissionReview of admission.k8s.io/v1: set the webhook's admissionReviewVersions to [v1]", review.Kind, review.APIVersion))
+	if code, msg := webhookbody.Read(w, r, MaxRequestBytes, &review, &review.TypeMeta, admissionv1.SchemeGroupVersion.WithKind("AdmissionReview"), "an",
+		"set the webhook's admissionReviewVersions to [v1]"); code != 0 {
+		return refuse(code, msg)
 	}
 	req := review.Request
 	if req == nil || req.UID == "" {
@@ -396,6 +379,7 @@ func (h *handler) serve(ctx context.Context, span trace.Span, w http.ResponseWri
 	resp := &admissionv1.AdmissionResponse{UID: req.UID, Allowed: true}
 	outcome := outcomeAllowed
 	var p []byte
+	var err error
 	f, ok := h.byGVR[gvr]
 	if ok {
 		// call recovers a panic outside the webhook's function too, in

@@ -5,9 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
-	"mime"
 	"net/http"
 	"reflect"
 	"runtime/debug"
@@ -28,6 +26,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/kube/internal/webhookbody"
 )
 
 // Path is where a CRD's spec.conversion.webhook.clientConfig sends its
@@ -159,26 +158,10 @@ func (h *handler) serve(ctx context.Context, span trace.Span, w http.ResponseWri
 		http.Error(w, "conversion: "+msg, code)
 		return fmt.Sprint(code)
 	}
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		return refuse(http.StatusMethodNotAllowed, fmt.Sprintf("a ConversionReview is POSTed, not %s", r.Method))
-	}
-	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
-		return refuse(http.StatusUnsupportedMediaType, fmt.Sprintf("the Content-Type is %q, not application/json", r.Header.Get("Content-Type")))
-	}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxRequestBytes))
-	if err != nil {
-		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
-			return refuse(http.StatusRequestEntityTooLarge, fmt.Sprintf("the ConversionReview is larger than %d bytes", MaxRequestBytes))
-		}
-		return refuse(http.StatusBadRequest, fmt.Sprintf("reading the ConversionReview: %v", err))
-	}
 	var review apiextensionsv1.ConversionReview
-	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(body, &review); err != nil {
-		return refuse(http.StatusBadRequest, fmt.Sprintf("the body is no ConversionReview: %v", err))
-	}
-	if gvk := review.GroupVersionKind(); gvk != apiextensionsv1.SchemeGroupVersion.WithKind("ConversionReview") {
-		return refuse(http.StatusBadRequest, fmt.Sprintf("the body is a %q of apiVersion %q, not a ConversionReview of apiextensions.k8s.io/v1: set the CRD's conversionReviewVersions to [v1]", review.Kind, review.APIVersion))
+	if code, msg := webhookbody.Read(w, r, MaxRequestBytes, &review, &review.TypeMeta, apiextensionsv1.SchemeGroupVersion.WithKind("ConversionReview"), "a",
+		"set the CRD's conversionReviewVersions to [v1]"); code != 0 {
+		return refuse(code, msg)
 	}
 	if review.Request == nil {
 		return refuse(http.StatusBadRequest, "the ConversionReview has no request")
