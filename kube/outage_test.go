@@ -180,3 +180,52 @@ func TestAProbeThatFailsOnItsOwnHandsTheProbeOn(t *testing.T) {
 		}
 	})
 }
+
+// A probe whose reconcile panics in an outage hands the probe on, as one
+// failing on its own does: settle's panic branch forgot the key and never
+// told the outage, so the other held keys waited for a success that no
+// reconcile was left to make (found by this round's breaker).
+func TestAProbeThatPanicsHandsTheProbeOn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("a", 1), newWidget("b", 1))
+		var down, panicked atomic.Bool
+		down.Store(true)
+		var c *Controller
+		isProbe := func(key string) bool {
+			c.outage.mu.Lock()
+			defer c.outage.mu.Unlock()
+			return c.outage.probeKey == key && time.Since(c.outage.since) >= outageAfter
+		}
+		var mu sync.Mutex
+		succeeded := map[string]bool{}
+		c = newWidgetController(t, f, humus.Telemetry{}, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				key := w.Namespace + "/" + w.Name
+				if down.Load() {
+					if isProbe(key) && panicked.CompareAndSwap(false, true) {
+						panic("the probe's own bug")
+					}
+					return Result[widgetStatus]{}, apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, w.Name, errors.New("RBAC"))
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				succeeded[w.Name] = true
+				return Result[widgetStatus]{}, nil
+			}))
+		s := serve(t, c)
+		start := time.Now()
+		for !panicked.Load() {
+			time.Sleep(100 * time.Millisecond)
+			synctest.Wait()
+			require.Less(t, time.Since(start), 5*time.Minute, "no probe was ever reconciled")
+		}
+		down.Store(false)
+		time.Sleep(2 * time.Minute)
+		synctest.Wait()
+		mu.Lock()
+		ok, seen := succeeded["a"] || succeeded["b"], fmt.Sprint(succeeded)
+		mu.Unlock()
+		require.True(t, ok, "a held key was reconciled once the API server was back: %s", seen)
+		require.NoError(t, s.stop(t))
+	})
+}

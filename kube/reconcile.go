@@ -70,6 +70,10 @@ func (c *Controller) settle(ctx context.Context, queue workqueue.TypedRateLimiti
 		rec.panicked(ctx, panicked)
 		c.recordFailure(lister, key, err, true)
 		queue.Forget(key)
+		if c.outage != nil {
+			// A probe that panics fails on its own: another held key probes.
+			c.outage.reprobe(key)
+		}
 	case err != nil:
 		rec.failed(ctx, err)
 		c.recordFailure(lister, key, err, false)
