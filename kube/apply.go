@@ -8,6 +8,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
 // The controller's writes to its own objects, the finalizer's and the
@@ -65,11 +67,11 @@ func (c *Controller) applyMetadata(ctx context.Context, u *cachedObject, md map[
 func (c *Controller) applyOwn(ctx context.Context, u *cachedObject, subresource string, applyJSON []byte) error {
 	opts := metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true}
 	// What the apply writes, which its event may change and still be its
-	// own (onlyOwnWrites): the controller's finalizer, for an apply of
+	// own (objcache.ChangedOnly): the controller's finalizer, for an apply of
 	// the metadata, or the status fields it names.
 	scope := writeScope{finalizer: c.finalizer}
 	if subresource == "status" {
-		scope = writeScope{status: statusFieldsOf(applyJSON)}
+		scope = writeScope{status: objcache.StatusFields(applyJSON)}
 	}
 	held := func(v objectVersion) bool { return c.holds(u.Key(), v.uid) }
 	return c.own.applyHeld(u.Key(), scope, held, func() (*objectVersion, error) {

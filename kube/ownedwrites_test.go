@@ -1,9 +1,7 @@
 package kube
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -11,11 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -174,43 +169,6 @@ func TestAnOwnedObjectsEventsAreHeldWhileItsOwnersWriteIsInFlight(t *testing.T) 
 	<-done
 	require.Equal(t, 1, queue.Len(), "the other change is queued once the write returns, and the write's own isn't")
 	require.Empty(t, c.ownedWrites.keys, "nothing is kept once the write's event has come")
-}
-
-func TestAWriteThatFailsToReadKeepsItsErrorForTheClient(t *testing.T) {
-	broken := errors.New("connection reset")
-	resp := &http.Response{StatusCode: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}},
-		Body: io.NopCloser(io.MultiReader(strings.NewReader(`{"metadata":`), errReader{broken}))}
-	require.Nil(t, writtenObject(resp, nil))
-	b, err := io.ReadAll(resp.Body)
-	require.ErrorIs(t, err, broken)
-	require.Equal(t, `{"metadata":`, string(b))
-}
-
-func TestAWritesAnswerIsReadInProtobufAsClientGosTypedClientsAskForIt(t *testing.T) {
-	cm := &corev1.ConfigMap{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "team-a", UID: "cm-uid", ResourceVersion: "5",
-			Labels:          map[string]string{"team": "a", "app": "widgets"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "test.example.com/v1", Kind: "Widget", Name: "w1", UID: "w-uid", Controller: ptr.To(true)}}},
-		Data: map[string]string{"a": "b"},
-	}
-	var buf bytes.Buffer
-	require.NoError(t, protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(cm, &buf))
-	sent := buf.Bytes()
-	resp := &http.Response{StatusCode: http.StatusCreated, Header: http.Header{"Content-Type": {"application/vnd.kubernetes.protobuf"}},
-		Body: io.NopCloser(bytes.NewReader(sent))}
-	got := writtenObject(resp, nil)
-	require.NotNil(t, got)
-	require.Equal(t, &objectVersion{uid: "cm-uid", resourceVersion: "5"}, got.version("team-a", "w1"))
-	require.Equal(t, cm.OwnerReferences, got.Metadata.OwnerReferences)
-	require.Equal(t, cm.Labels, got.Metadata.Labels, "the labels, which a label-selected Owns matches")
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, sent, b, "the client reads the answer as the API server sent it")
-
-	resp.Header.Set("Content-Type", "application/cbor")
-	resp.Body = io.NopCloser(bytes.NewReader(sent))
-	require.Nil(t, writtenObject(resp, nil), "an answer neither JSON nor protobuf isn't read")
 }
 
 // withOwnedCache gives c an Owns cache of ConfigMaps holding objs, as the

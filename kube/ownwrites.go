@@ -1,10 +1,7 @@
 package kube
 
 import (
-	"encoding/json"
-	"maps"
 	"slices"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -55,7 +52,8 @@ type ownWrite struct {
 }
 
 // writeScope is what an apply of the controller's writes of its object,
-// which the content check of its event (onlyOwnWrites) lets differ: its
+// which the content check of its event (objcache.ChangedOnly, called by
+// the object handler in serve.go) lets differ: its
 // finalizer, for an apply of the metadata (the finalizer's, and the
 // annotation saying why it can't run, named after it), and the top-level
 // fields a Resource's status apply names. Nothing else is the
@@ -277,167 +275,4 @@ func (o *ownWrites) applyHeld(key string, scope writeScope, held func(objectVers
 	}
 	o.wroteUnless(key, v, scope, drop)
 	return err
-}
-
-// onlyOwnWrites reports whether new differs from old in nothing but what
-// the controller's applies of scope write (and the resourceVersion and
-// managed fields every write moves): its own finalizer, and the
-// annotation named after it, if scope writes the metadata; the status
-// fields scope names. Another manager's finalizer, a status field the
-// apply didn't name, a Kind's status (its kubelet's, say), and anything
-// else count as changed. It is asked only of an event whose version
-// matches one of the controller's writes; an object it can't read counts
-// as changed.
-//
-// It compares the cached JSON field by field, each field's value as its
-// bytes, undecoded: both are the API server's encoding (package objcache), or
-// both encoding/json's (newCachedObject), and either writes a value always
-// alike, so equal fields are equal bytes. Fields that differ only in how
-// they are written count as changed, which queues the key once more and
-// nothing worse; so does a status field the controller stopped writing
-// (one its Status type omits when empty), since another writer's removal
-// of its own field looks the same. The finalizers and annotations, only
-// when they differ, are decoded to leave the controller's own out.
-// Decoding both objects into maps with encoding/json and comparing those
-// took 24 µs of CPU for the Memcached and 210 µs for a 4 KiB object;
-// splitting their fields with go-json took 9-11 µs and 31-35 µs; scanning
-// them, as the cache's reads do, took 5-6 µs and 18-21 µs, with 16
-// allocations in place of 102 and 118; split by what the apply wrote,
-// with the status's fields scanned too, 6 µs and 18 µs, with 19 and 20
-// (BenchmarkOwnWriteCheck).
-func onlyOwnWrites(old, new *cachedObject, scope writeScope) bool {
-	a, errA := withoutOwnWrites(old.Raw())
-	b, errB := withoutOwnWrites(new.Raw())
-	if errA != nil || errB != nil || !sameFields(a.fields, b.fields) || !sameFields(a.metadata, b.metadata) {
-		return false
-	}
-	if a.finalizers != b.finalizers {
-		var fa, fb []string
-		if scope.finalizer == "" || json.Unmarshal([]byte(orNull(a.finalizers)), &fa) != nil || json.Unmarshal([]byte(orNull(b.finalizers)), &fb) != nil {
-			return false
-		}
-		others := func(f string) bool { return f == scope.finalizer }
-		if !slices.Equal(slices.DeleteFunc(fa, others), slices.DeleteFunc(fb, others)) {
-			return false
-		}
-	}
-	if a.annotations != b.annotations {
-		var aa, ab map[string]string
-		if scope.finalizer == "" || json.Unmarshal([]byte(orNull(a.annotations)), &aa) != nil || json.Unmarshal([]byte(orNull(b.annotations)), &ab) != nil {
-			return false
-		}
-		delete(aa, scope.finalizer)
-		delete(ab, scope.finalizer)
-		if !maps.Equal(aa, ab) {
-			return false
-		}
-	}
-	if a.status == b.status {
-		return true
-	}
-	if len(scope.status) == 0 || !a.statusObject || !b.statusObject {
-		return false
-	}
-	others := func(f rawField) bool { return slices.Contains(scope.status, f.key) }
-	return sameFields(slices.DeleteFunc(a.statusFields, others), slices.DeleteFunc(b.statusFields, others))
-}
-
-// orNull is raw, a JSON value, or null if it is absent.
-func orNull(raw string) string {
-	if raw == "" {
-		return "null"
-	}
-	return raw
-}
-
-// rawField is a JSON object's field: its key as written, and its value's
-// bytes.
-type rawField struct{ key, value string }
-
-// sameFields reports whether a and b hold the same fields, in any order.
-func sameFields(a, b []rawField) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	if slices.Equal(a, b) {
-		return true
-	}
-	byKey := func(x, y rawField) int { return strings.Compare(x.key, y.key) }
-	a, b = slices.Clone(a), slices.Clone(b)
-	slices.SortFunc(a, byKey)
-	slices.SortFunc(b, byKey)
-	return slices.Equal(a, b)
-}
-
-// ownWritesSplit is an object's JSON split as onlyOwnWrites compares it:
-// its fields less its status and metadata; its metadata's fields less its
-// resourceVersion, managed fields, finalizers and annotations; those two,
-// and its status, as their bytes ("" for absent); and the status's fields,
-// when it is an object (or absent, as an empty one).
-type ownWritesSplit struct {
-	fields, metadata        []rawField
-	finalizers, annotations string
-	status                  string
-	statusObject            bool
-	statusFields            []rawField
-}
-
-// withoutOwnWrites splits the object encoded in raw as onlyOwnWrites
-// compares it.
-func withoutOwnWrites(raw string) (ownWritesSplit, error) {
-	o := ownWritesSplit{statusObject: true}
-	b := []byte(raw)
-	field := func(f scannedField) rawField {
-		return rawField{key: raw[f.start+1 : f.start+1+len(f.key)], value: raw[f.valueStart:f.end]}
-	}
-	_, err := scanFields(b, scanSpace(b, 0), func(f scannedField) error {
-		switch {
-		case f.is("status"):
-			o.status = raw[f.valueStart:f.end]
-			o.statusObject = b[f.valueStart] == '{'
-			if !o.statusObject {
-				return nil
-			}
-			_, err := scanFields(b, f.valueStart, func(s scannedField) error {
-				o.statusFields = append(o.statusFields, field(s))
-				return nil
-			})
-			return err
-		case f.is("metadata") && b[f.valueStart] == '{':
-			_, err := scanFields(b, f.valueStart, func(m scannedField) error {
-				switch {
-				case m.is("resourceVersion"), m.is("managedFields"):
-				case m.is("finalizers"):
-					o.finalizers = raw[m.valueStart:m.end]
-				case m.is("annotations"):
-					o.annotations = raw[m.valueStart:m.end]
-				default:
-					o.metadata = append(o.metadata, field(m))
-				}
-				return nil
-			})
-			return err
-		default:
-			o.fields = append(o.fields, field(f))
-		}
-		return nil
-	})
-	return o, err
-}
-
-// statusFieldsOf returns the top-level fields of the status that apply, a
-// status apply's JSON, names: what a Resource's status apply writes.
-func statusFieldsOf(apply []byte) []string {
-	var names []string
-	_, _ = scanFields(apply, scanSpace(apply, 0), func(f scannedField) error {
-		if !f.is("status") || apply[f.valueStart] != '{' {
-			return nil
-		}
-		_, err := scanFields(apply, f.valueStart, func(s scannedField) error {
-			names = append(names, string(s.key))
-			return nil
-		})
-		return err
-	})
-	return names
 }

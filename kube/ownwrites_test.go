@@ -148,44 +148,6 @@ func TestAnotherWritersChangeReturnedByANoOpApplyIsQueued(t *testing.T) {
 	require.Equal(t, queued{"ns/w1"}, q)
 }
 
-func TestOnlyOwnWrites(t *testing.T) {
-	obj := cachedOfJSON
-	base := `{"metadata":{"name":"w1","resourceVersion":"1","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`
-	finalizer := writeScope{finalizer: "test/cleanup"}
-	status := writeScope{status: []string{"seen"}}
-	for _, tc := range []struct {
-		name  string
-		new   string
-		scope writeScope
-		want  bool
-	}{
-		{"a status field the apply named", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":1,"phase":"Pending"}}`, status, true},
-		{"a status field the apply didn't name", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Running"}}`, status, false},
-		{"a status field added that the apply didn't name", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":1,"phase":"Pending","other":true}}`, status, false},
-		{"the status, by a metadata apply (a Kind's status is its kubelet's)", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":1,"phase":"Pending"}}`, finalizer, false},
-		{"the controller's finalizer", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep","test/cleanup"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, finalizer, true},
-		{"its finalizer and its annotation", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep","test/cleanup"],"annotations":{"a":"b","test/cleanup":"not finalized"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, finalizer, true},
-		{"another manager's finalizer", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep","third/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, finalizer, false},
-		{"another manager's finalizer removed", `{"metadata":{"name":"w1","resourceVersion":"2","annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, finalizer, false},
-		{"a finalizer, by a status apply", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep","test/cleanup"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, status, false},
-		{"an annotation", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"c"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, finalizer.union(status), false},
-		{"the spec", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":2},"status":{"seen":0,"phase":"Pending"}}`, finalizer.union(status), false},
-		{"undecodable", `{`, finalizer.union(status), false},
-		// Fields are compared as their bytes, which newCachedObject's
-		// encoding keeps alike for equal values; written otherwise, a
-		// field counts as changed, and the key is queued.
-		{"the spec written otherwise", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size": 1},"status":{"seen":0,"phase":"Pending"}}`, status, false},
-		{"metadata's and status's fields in another order", `{"metadata":{"resourceVersion":"2","annotations":{"a":"b"},"name":"w1","finalizers":["other/keep"]},"spec":{"size":1},"status":{"phase":"Pending","seen":1}}`, status, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, onlyOwnWrites(obj(base), obj(tc.new), tc.scope))
-		})
-	}
-	require.True(t, onlyOwnWrites(obj(`{"metadata":{"name":"w1","resourceVersion":"1"}}`), obj(`{"metadata":{"name":"w1","resourceVersion":"2"},"status":{"seen":1}}`), status),
-		"a status the object had none of")
-	require.Equal(t, []string{"seen", "phase"}, statusFieldsOf([]byte(`{"apiVersion":"v1","metadata":{"name":"w1"},"status":{"seen":1,"phase":"x"}}`)))
-}
-
 // A no-op apply returns the object at the version of whatever change came
 // last. When that change was another writer's, touching only a status field
 // the apply didn't write, or another manager's finalizer, it is news to the

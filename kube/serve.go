@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
 // Serve runs the controller until ctx is done:
@@ -240,7 +242,7 @@ func (c *Controller) objectHandler(queue workqueue.TypedInterface[string]) cache
 		}
 		onlyOurs := func(writeScope) bool { return true }
 		if o, ok := old.(*cachedObject); ok {
-			onlyOurs = func(s writeScope) bool { return onlyOwnWrites(o, n, s) }
+			onlyOurs = func(s writeScope) bool { return objcache.ChangedOnly(o, n, s.finalizer, s.status) }
 		}
 		c.own.changedFrom(n.Key(), objectVersion{uid: n.GetUID(), resourceVersion: n.GetResourceVersion()}, onlyOurs, queue.Add)
 	}
