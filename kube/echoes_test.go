@@ -16,7 +16,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 )
 
-// queued records the keys ownWrites queues.
+// queued records the keys echoFilter queues.
 type queued []string
 
 func (q *queued) add(key string) { *q = append(*q, key) }
@@ -33,9 +33,9 @@ func version(uid, rv string) objectVersion {
 }
 
 func TestTheEventOfTheControllersOwnApplyIsNotQueued(t *testing.T) {
-	var o ownWrites
+	var o echoFilter
 	var q queued
-	err := o.apply("ns/w1", returns("w1", "2"))
+	err := o.write("ns/w1", returns("w1", "2"))
 	require.NoError(t, err)
 	o.changed("ns/w1", version("w1", "2"), q.add)
 	require.Empty(t, q)
@@ -46,9 +46,9 @@ func TestTheEventOfTheControllersOwnApplyIsNotQueued(t *testing.T) {
 }
 
 func TestAChangeLandingAfterTheControllersApplyIsQueued(t *testing.T) {
-	var o ownWrites
+	var o echoFilter
 	var q queued
-	err := o.apply("ns/w1", returns("w1", "2"))
+	err := o.write("ns/w1", returns("w1", "2"))
 	require.NoError(t, err)
 	o.changed("ns/w1", version("w1", "2"), q.add)
 	o.changed("ns/w1", version("w1", "3"), q.add)
@@ -56,9 +56,9 @@ func TestAChangeLandingAfterTheControllersApplyIsQueued(t *testing.T) {
 }
 
 func TestAnEventBeforeItsApplysResponseIsHeldAndDropped(t *testing.T) {
-	var o ownWrites
+	var o echoFilter
 	var q queued
-	err := o.apply("ns/w1", func() (*objectVersion, error) {
+	err := o.write("ns/w1", func() (*objectVersion, error) {
 		o.changed("ns/w1", version("w1", "2"), q.add) // the apply's own event
 		require.Empty(t, q, "held while the apply is in flight")
 		return returns("w1", "2")()
@@ -69,9 +69,9 @@ func TestAnEventBeforeItsApplysResponseIsHeldAndDropped(t *testing.T) {
 }
 
 func TestAChangeRacingTheApplyIsQueuedOnceItReturns(t *testing.T) {
-	var o ownWrites
+	var o echoFilter
 	var q queued
-	err := o.apply("ns/w1", func() (*objectVersion, error) {
+	err := o.write("ns/w1", func() (*objectVersion, error) {
 		o.changed("ns/w1", version("w1", "2"), q.add) // another manager's, before the apply
 		o.changed("ns/w1", version("w1", "3"), q.add) // the apply's own
 		require.Empty(t, q)
@@ -82,9 +82,9 @@ func TestAChangeRacingTheApplyIsQueuedOnceItReturns(t *testing.T) {
 }
 
 func TestEventsHeldDuringAFailedApplyAreQueued(t *testing.T) {
-	var o ownWrites
+	var o echoFilter
 	var q queued
-	err := o.apply("ns/w1", func() (*objectVersion, error) {
+	err := o.write("ns/w1", func() (*objectVersion, error) {
 		o.changed("ns/w1", version("w1", "2"), q.add)
 		return nil, errors.New("refused")
 	})
@@ -94,9 +94,9 @@ func TestEventsHeldDuringAFailedApplyAreQueued(t *testing.T) {
 }
 
 func TestAnotherObjectOfTheSameNameIsQueued(t *testing.T) {
-	var o ownWrites
+	var o echoFilter
 	var q queued
-	err := o.apply("ns/w1", returns("w1", "2"))
+	err := o.write("ns/w1", returns("w1", "2"))
 	require.NoError(t, err)
 	o.changed("ns/w1", version("w1-again", "2"), q.add)
 	require.Equal(t, queued{"ns/w1"}, q, "the uid is part of what matches")
@@ -130,10 +130,10 @@ func TestANewObjectWithAFinalizerIsReconciledOnce(t *testing.T) {
 // writer's change that landed while the apply was in flight: that change
 // is still queued, told apart by what it changed.
 func TestAnotherWritersChangeReturnedByANoOpApplyIsQueued(t *testing.T) {
-	var o ownWrites
+	var o echoFilter
 	var q queued
 	annotated := func(writeScope) bool { return false } // the event changed an annotation
-	err := o.apply("ns/w1", func() (*objectVersion, error) {
+	err := o.write("ns/w1", func() (*objectVersion, error) {
 		o.changedFrom("ns/w1", version("w1", "3"), annotated, q.add)
 		return returns("w1", "3")()
 	})
@@ -142,7 +142,7 @@ func TestAnotherWritersChangeReturnedByANoOpApplyIsQueued(t *testing.T) {
 
 	// The same after the apply returned, when the event comes late.
 	q = nil
-	err = o.apply("ns/w1", returns("w1", "4"))
+	err = o.write("ns/w1", returns("w1", "4"))
 	require.NoError(t, err)
 	o.changedFrom("ns/w1", version("w1", "4"), annotated, q.add)
 	require.Equal(t, queued{"ns/w1"}, q)
@@ -222,10 +222,10 @@ func TestAnotherWritersStatusOrFinalizerReturnedByANoOpApplyIsQueued(t *testing.
 // An apply that panics, which the reconcile recovers, still ends: left in
 // flight, its key's events would be held, and lost, for good.
 func TestAnApplyThatPanicsHoldsNoEventForGood(t *testing.T) {
-	var o ownWrites
+	var o echoFilter
 	var q queued
 	require.Panics(t, func() {
-		_ = o.apply("ns/w1", func() (*objectVersion, error) {
+		_ = o.write("ns/w1", func() (*objectVersion, error) {
 			o.changed("ns/w1", version("w1", "2"), q.add)
 			panic("the client panicked")
 		})

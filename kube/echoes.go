@@ -7,7 +7,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// ownWrites keeps the controller's own writes from coming back as work. A
+// echoFilter keeps the echoes of the controller's own writes, the
+// informer's events of the versions they made, from coming back as work. A
 // status apply, or a finalizer's add or remove, changes the object, and the
 // informer hands that change back; reconciling it again would only find
 // the status it just applied. So an informer event whose object is exactly
@@ -24,14 +25,14 @@ import (
 // the key as before.
 //
 // The zero value is ready to use.
-type ownWrites struct {
+type echoFilter struct {
 	mu   sync.Mutex
-	keys map[string]*ownWritesOf
+	keys map[string]*echoesOf
 }
 
-// ownWritesOf is what ownWrites keeps of one key, while the controller
+// echoesOf is what echoFilter keeps of one key, while the controller
 // writes it or an event of its write is still to come.
-type ownWritesOf struct {
+type echoesOf struct {
 	inFlight int
 	held     []heldEvent
 	// written are the versions the controller's applies returned, oldest
@@ -41,12 +42,12 @@ type ownWritesOf struct {
 	// object's deletion; an event of any other version leaves it. A
 	// version whose event came before the write began isn't kept
 	// (wroteCached).
-	written []ownWrite
+	written []awaitedEcho
 }
 
-// ownWrite is one of the controller's applies: the object version it
+// awaitedEcho is one of the controller's applies: the object version it
 // returned, and what it wrote.
-type ownWrite struct {
+type awaitedEcho struct {
 	version objectVersion
 	scope   writeScope
 }
@@ -77,7 +78,7 @@ func (s writeScope) union(t writeScope) writeScope {
 	return s
 }
 
-// maxWritten bounds ownWritesOf.written: a reconcile writes at most twice,
+// maxWritten bounds echoesOf.written: a reconcile writes at most twice,
 // the finalizer and the status.
 const maxWritten = 4
 
@@ -98,7 +99,7 @@ type heldEvent struct {
 // changed is an informer's add or update of key to version v, other than a
 // resync: it queues key with add unless v is the controller's own write,
 // or holds it while an apply of key is in flight.
-func (o *ownWrites) changed(key string, v objectVersion, add func(key string)) {
+func (o *echoFilter) changed(key string, v objectVersion, add func(key string)) {
 	o.changedFrom(key, v, func(writeScope) bool { return true }, add)
 }
 
@@ -109,7 +110,7 @@ func (o *ownWrites) changed(key string, v objectVersion, add func(key string)) {
 // which may be another writer's that landed while the apply was in
 // flight; its version then matches the apply's, and only its content
 // tells it apart.
-func (o *ownWrites) changedFrom(key string, v objectVersion, onlyOurs func(writeScope) bool, add func(key string)) {
+func (o *echoFilter) changedFrom(key string, v objectVersion, onlyOurs func(writeScope) bool, add func(key string)) {
 	o.mu.Lock()
 	queue := o.changedLocked(key, v, onlyOurs, add)
 	o.mu.Unlock()
@@ -118,7 +119,7 @@ func (o *ownWrites) changedFrom(key string, v objectVersion, onlyOurs func(write
 	}
 }
 
-func (o *ownWrites) changedLocked(key string, v objectVersion, onlyOurs func(writeScope) bool, add func(key string)) bool {
+func (o *echoFilter) changedLocked(key string, v objectVersion, onlyOurs func(writeScope) bool, add func(key string)) bool {
 	of := o.keys[key]
 	if of == nil {
 		return true
@@ -137,7 +138,7 @@ func (o *ownWrites) changedLocked(key string, v objectVersion, onlyOurs func(wri
 // consume reports whether v is one of the controller's writes, and forgets
 // it and the writes before it, whose events the watch has passed: an event
 // can span them all, after a relist, so scope is what they wrote together.
-func (of *ownWritesOf) consume(v objectVersion) (scope writeScope, ok bool) {
+func (of *echoesOf) consume(v objectVersion) (scope writeScope, ok bool) {
 	if v.resourceVersion == "" {
 		return writeScope{}, false
 	}
@@ -155,15 +156,15 @@ func (of *ownWritesOf) consume(v objectVersion) (scope writeScope, ok bool) {
 
 // writing marks an apply of key in flight: its events are held until
 // wrote.
-func (o *ownWrites) writing(key string) {
+func (o *echoFilter) writing(key string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.keys == nil {
-		o.keys = map[string]*ownWritesOf{}
+		o.keys = map[string]*echoesOf{}
 	}
 	of := o.keys[key]
 	if of == nil {
-		of = &ownWritesOf{}
+		of = &echoesOf{}
 		o.keys[key] = of
 	}
 	of.inFlight++
@@ -173,25 +174,25 @@ func (o *ownWrites) writing(key string) {
 // apply returned, or nil if it returned none: the apply failed, or found
 // the object gone. The events held meanwhile are queued, except the
 // apply's own.
-func (o *ownWrites) wrote(key string, v *objectVersion) {
+func (o *echoFilter) wrote(key string, v *objectVersion) {
 	o.wroteUnless(key, v, writeScope{}, nil)
 }
 
 // wroteCached is wrote for a write whose events weren't held while it
-// was in flight, a POST's (ownedwrites.go), cached reporting whether the
+// was in flight, a POST's (ownedcreations.go), cached reporting whether the
 // informer's cache holds v, or a newer version of its object, already:
 // then v's event has most often come and queued its key before the answer
 // did, and v is not kept, since no event would come to forget it: kept,
 // it stayed until the object's deletion. If v's event is still on its way from the cache to its
 // handler, it queues its key, and nothing worse.
-func (o *ownWrites) wroteCached(key string, v *objectVersion, cached bool) {
+func (o *echoFilter) wroteCached(key string, v *objectVersion, cached bool) {
 	o.wroteUnless(key, v, writeScope{}, func(objectVersion) bool { return cached })
 }
 
 // wroteUnless is wrote of an apply that wrote scope, except that v is not
 // kept if drop, called with the lock held once v's held event, if any,
 // has been matched, reports that no event will come to match it.
-func (o *ownWrites) wroteUnless(key string, v *objectVersion, scope writeScope, drop func(objectVersion) bool) {
+func (o *echoFilter) wroteUnless(key string, v *objectVersion, scope writeScope, drop func(objectVersion) bool) {
 	o.mu.Lock()
 	of := o.keys[key]
 	if of == nil {
@@ -200,7 +201,7 @@ func (o *ownWrites) wroteUnless(key string, v *objectVersion, scope writeScope, 
 	}
 	of.inFlight--
 	if v != nil && v.resourceVersion != "" {
-		of.written = append(of.written, ownWrite{version: *v, scope: scope})
+		of.written = append(of.written, awaitedEcho{version: *v, scope: scope})
 		if len(of.written) > maxWritten {
 			of.written = of.written[len(of.written)-maxWritten:]
 		}
@@ -225,7 +226,7 @@ func (o *ownWrites) wroteUnless(key string, v *objectVersion, scope writeScope, 
 }
 
 // deleted forgets the writes of key, whose object is gone.
-func (o *ownWrites) deleted(key string) {
+func (o *echoFilter) deleted(key string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if of := o.keys[key]; of != nil {
@@ -235,27 +236,28 @@ func (o *ownWrites) deleted(key string) {
 }
 
 // tidy forgets key once there is nothing left to keep of it.
-func (o *ownWrites) tidy(key string, of *ownWritesOf) {
+func (o *echoFilter) tidy(key string, of *echoesOf) {
 	if of.inFlight == 0 && len(of.held) == 0 && len(of.written) == 0 {
 		delete(o.keys, key)
 	}
 }
 
-// apply runs do, an apply of key, as the controller's own write: the event
+// write runs do, an apply of key, as the controller's own write: the event
 // of the object version it returns isn't queued.
-func (o *ownWrites) apply(key string, do func() (*objectVersion, error)) error {
-	return o.applyHeld(key, writeScope{}, nil, do)
+func (o *echoFilter) write(key string, do func() (*objectVersion, error)) error {
+	return o.writeScoped(key, writeScope{}, nil, do)
 }
 
-// applyHeld is apply, of an apply that writes scope, for an object that can be deleted before the apply's
-// answer comes, such as by the removal of its last finalizer: the
-// deletion's event, which forgets the key's writes, can come first, the
-// answer and the watch traveling apart. So the version returned isn't
-// kept when held, asked with the lock held, reports that the cache holds
-// no object of its uid any more: the informer drops an object from its
-// cache before its handler hears of the deletion, so one that holds it
-// then forgets the write later, in deleted. A nil held keeps every version.
-func (o *ownWrites) applyHeld(key string, scope writeScope, held func(objectVersion) bool, do func() (*objectVersion, error)) error {
+// writeScoped is write, of an apply that writes scope, for an object that
+// can be deleted before the apply's answer comes, such as by the removal
+// of its last finalizer: the deletion's event, which forgets the key's
+// writes, can come first, the answer and the watch traveling apart. So the
+// version returned isn't kept when held, asked with the lock held, reports
+// that the cache holds no object of its uid any more: the informer drops
+// an object from its cache before its handler hears of the deletion, so
+// one that holds it then forgets the write later, in deleted. A nil held
+// keeps every version.
+func (o *echoFilter) writeScoped(key string, scope writeScope, held func(objectVersion) bool, do func() (*objectVersion, error)) error {
 	o.writing(key)
 	// A panic in do, which the reconcile recovers, still ends the write:
 	// left in flight, the key's events would be held for good.

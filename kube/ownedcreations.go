@@ -29,7 +29,7 @@ import (
 // that lands between the write and its event included, since it has a
 // resourceVersion of its own. The Reconciler's write made that version,
 // and the Reconciler saw what it returned, so it is no news to it.
-// ownWrites holds an owned object's events while a write to it is in
+// echoFilter holds an owned object's events while a write to it is in
 // flight, as it does the resource's, since an event can come before its
 // write's response does.
 //
@@ -60,13 +60,13 @@ func (c *Controller) noteOwnedWrite(key string, req *http.Request, next http.Rou
 	// A POST names its object in its body, not its path: its key is known
 	// only from the answer, so its events aren't held meanwhile.
 	if w.name != "" {
-		c.ownedWrites.writing(w.key(w.name))
+		c.ownedCreations.writing(w.key(w.name))
 		// A panic below, which the reconcile recovers, still ends the
 		// write: left in flight, the object's events would be held for
 		// good.
 		defer func() {
 			if p := recover(); p != nil {
-				c.ownedWrites.wrote(w.key(w.name), nil)
+				c.ownedCreations.wrote(w.key(w.name), nil)
 				panic(p)
 			}
 		}()
@@ -90,14 +90,14 @@ func (c *Controller) noteOwnedWrite(key string, req *http.Request, next http.Rou
 	}
 	switch {
 	case w.name != "":
-		c.ownedWrites.wrote(w.key(w.name), writtenVersion(got, w.namespace, w.name))
+		c.ownedCreations.wrote(w.key(w.name), writtenVersion(got, w.namespace, w.name))
 	case got != nil && got.Name != "" && got.Namespace == w.namespace:
 		// A POST's events weren't held: the creation's event may have
 		// come already, and then nothing is left to match it.
 		key := w.key(got.Name)
 		v := writtenVersion(got, w.namespace, got.Name)
-		c.ownedWrites.writing(key)
-		c.ownedWrites.wroteCached(key, v, c.ownedCached(w, got.Name, v))
+		c.ownedCreations.writing(key)
+		c.ownedCreations.wroteCached(key, v, c.ownedCached(w, got.Name, v))
 	}
 	return resp, err
 }
@@ -128,14 +128,14 @@ func (w ownedWriteTarget) selects(objLabels map[string]string) bool {
 	return false
 }
 
-// key is the ownWrites key of the object name of w's resource and
+// key is the echoFilter key of the object name of w's resource and
 // namespace, written by w's owner's reconcile: Owns' handler builds the
 // same from an event's object and its controller owner reference.
 func (w ownedWriteTarget) key(name string) string {
 	return ownedWriteKey(w.owner, w.gvr.GroupResource(), w.namespace, name)
 }
 
-// ownedWriteKey is the ownWrites key of an owned object: its owner's key,
+// ownedWriteKey is the echoFilter key of an owned object: its owner's key,
 // its resource, and its namespace and name. Versions of one resource name
 // one object, so the version is left out.
 func ownedWriteKey(owner string, gr schema.GroupResource, namespace, name string) string {
@@ -203,7 +203,7 @@ func (c *Controller) ownedWrite(owner string, req *http.Request) (ownedWriteTarg
 // reports false for a nil v, for another object of the same name, or
 // before the cache is started.
 func (c *Controller) ownedCached(w ownedWriteTarget, name string, v *objectVersion) bool {
-	ch := c.caches[w.gvr]
+	ch := c.listerCaches[w.gvr]
 	if v == nil || ch == nil {
 		return false
 	}
