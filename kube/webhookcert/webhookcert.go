@@ -28,22 +28,22 @@
 //
 // The App's ServiceAccount needs, in its own namespace, a Role with
 //
-//	- apiGroups: [""]
-//	  resources: [secrets]
-//	  resourceNames: [memcached-webhook-cert]
-//	  verbs: [get, update]
-//	- apiGroups: [""]
-//	  resources: [secrets]
-//	  verbs: [create]
+//   - apiGroups: [""]
+//     resources: [secrets]
+//     resourceNames: [memcached-webhook-cert]
+//     verbs: [get, update]
+//   - apiGroups: [""]
+//     resources: [secrets]
+//     verbs: [create]
 //
 // (create can't be limited by resourceNames: the API server authorizes a
 // create before the object, and so its name, is known to RBAC; it is
 // limited to the App's own namespace), and a ClusterRole with
 //
-//	- apiGroups: [apiextensions.k8s.io]
-//	  resources: [customresourcedefinitions]
-//	  resourceNames: [memcacheds.cache.example.com]
-//	  verbs: [get, patch]
+//   - apiGroups: [apiextensions.k8s.io]
+//     resources: [customresourcedefinitions]
+//     resourceNames: [memcacheds.cache.example.com]
+//     verbs: [get, patch]
 //
 // and the same get and patch on validatingwebhookconfigurations or
 // mutatingwebhookconfigurations (admissionregistration.k8s.io) by name,
@@ -619,7 +619,9 @@ func (c *Certs) inject(ctx context.Context, bundle []byte) error {
 			errs = append(errs, fmt.Errorf("webhookcert: reading the ValidatingWebhookConfiguration %s: %w", name, err))
 			continue
 		}
-		if !slices.ContainsFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool { return !bytes.Equal(w.ClientConfig.CABundle, bundle) }) {
+		if !slices.ContainsFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
+			return !bytes.Equal(w.ClientConfig.CABundle, bundle)
+		}) {
 			continue
 		}
 		// Every webhook's, not only those that differ: an apply that
@@ -640,7 +642,9 @@ func (c *Certs) inject(ctx context.Context, bundle []byte) error {
 			errs = append(errs, fmt.Errorf("webhookcert: reading the MutatingWebhookConfiguration %s: %w", name, err))
 			continue
 		}
-		if !slices.ContainsFunc(cfg.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool { return !bytes.Equal(w.ClientConfig.CABundle, bundle) }) {
+		if !slices.ContainsFunc(cfg.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool {
+			return !bytes.Equal(w.ClientConfig.CABundle, bundle)
+		}) {
 			continue
 		}
 		// Every webhook's, not only those that differ: an apply that
