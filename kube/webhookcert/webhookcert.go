@@ -28,22 +28,24 @@
 //
 // The App's ServiceAccount needs, in its own namespace, a Role with
 //
-//   - apiGroups: [""]
-//     resources: [secrets]
-//     resourceNames: [memcached-webhook-cert]
-//     verbs: [get, update]
-//   - apiGroups: [""]
-//     resources: [secrets]
-//     verbs: [create]
+//	rules:
+//	- apiGroups: [""]
+//	  resources: [secrets]
+//	  resourceNames: [memcached-webhook-cert]
+//	  verbs: [get, update]
+//	- apiGroups: [""]
+//	  resources: [secrets]
+//	  verbs: [create]
 //
 // (create can't be limited by resourceNames: the API server authorizes a
 // create before the object, and so its name, is known to RBAC; it is
 // limited to the App's own namespace), and a ClusterRole with
 //
-//   - apiGroups: [apiextensions.k8s.io]
-//     resources: [customresourcedefinitions]
-//     resourceNames: [memcacheds.cache.example.com]
-//     verbs: [get, patch]
+//	rules:
+//	- apiGroups: [apiextensions.k8s.io]
+//	  resources: [customresourcedefinitions]
+//	  resourceNames: [memcacheds.cache.example.com]
+//	  verbs: [get, patch]
 //
 // and the same get and patch on validatingwebhookconfigurations or
 // mutatingwebhookconfigurations (admissionregistration.k8s.io) by name,
