@@ -69,17 +69,24 @@ func gizmoKind(f *faults) conversion.Kind[GizmoV2] {
 // test ends or the replica's stop is called.
 func serveWebhook(t testing.TB, cert httpserver.Certificate, f *faults) *replica {
 	t.Helper()
+	return serveWebhookAt(t, "127.0.0.1:0", cert, f)
+}
+
+// serveWebhookAt is serveWebhook on the address addr, such as one a
+// stopped replica served on.
+func serveWebhookAt(t testing.TB, addr string, cert httpserver.Certificate, f *faults) *replica {
+	t.Helper()
 	if f == nil {
 		f = &faults{}
 	}
 	tel := humustest.NewTelemetry(t)
 	host := humus.OSHost()
 	listen := host.Listen
-	addr := make(chan net.Addr, 1)
+	listening := make(chan net.Addr, 1)
 	host.Listen = func(ctx context.Context, network, address string) (net.Listener, error) {
 		ln, err := listen(ctx, network, address)
 		if err == nil {
-			addr <- ln.Addr()
+			listening <- ln.Addr()
 		}
 		return ln, err
 	}
@@ -99,7 +106,7 @@ func serveWebhook(t testing.TB, cert httpserver.Certificate, f *faults) *replica
 		}
 		h.ServeHTTP(w, req)
 	}))
-	svc, err := httpserver.New(s, httpserver.Config{Name: "webhooks", Addr: "127.0.0.1:0", Handler: mux, Certificate: cert})
+	svc, err := httpserver.New(s, httpserver.Config{Name: "webhooks", Addr: addr, Handler: mux, Certificate: cert})
 	require.NoError(t, err)
 	serveCtx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
@@ -115,7 +122,13 @@ func serveWebhook(t testing.TB, cert httpserver.Certificate, f *faults) *replica
 		})
 	}
 	t.Cleanup(r.stop)
-	r.addr = (<-addr).String()
+	select {
+	case a := <-listening:
+		r.addr = a.String()
+	case err := <-served:
+		served <- err // for stop
+		t.Fatalf("serving the webhook on %s: %v", addr, err)
+	}
 	return r
 }
 
