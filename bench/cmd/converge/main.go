@@ -65,7 +65,7 @@ func run() error {
 	var (
 		ns         = flag.String("n", "10,100", "object counts to run, comma separated (the issue's: 100,1000,5000; 10000 runs too, with a -timeout of 30m or more)")
 		ws         = flag.String("w", "1,4", "worker counts to run, comma separated (the issue's: 1,4,16)")
-		peers      = flag.String("peers", strings.Join([]string{peerKube, peerCR, peerFloor}, ","), "peers to run")
+		peers      = flag.String("peers", strings.Join([]string{peerKube, peerCR, peerClientGo, peerFloor}, ","), "peers to run")
 		smoke      = flag.Bool("smoke", false, "a tiny run, N=10 and W=1 with a 5s resync, to keep the benchmark working")
 		jsonPath   = flag.String("json", "converge.json", "where to write the figures as JSON; empty writes none")
 		timeout    = flag.Duration("timeout", 15*time.Minute, "the limit of each run (one peer at one N and W)")
@@ -77,6 +77,8 @@ func run() error {
 		peerDir    = flag.String("peer-bin", "", "a directory with prebuilt kubepeer, crpeer and floor binaries (default: built now)")
 		logDir     = flag.String("logs", "", "where the peers' stderr goes (default: a temporary directory)")
 		finalizer  = flag.Bool("finalizer", false, "every peer adds a finalizer to each object (one more write an object), as the operator-sdk tutorial's controller does")
+		restart    = flag.Bool("restart", false, "after the tail, stop each peer but the floor and start it again on the converged objects: time until it has synced (kube and client-go say when), its CPU, peak RSS and writes; skips the steady window")
+		etcdQuota  = flag.Int64("etcd-quota", 0, "etcd's --quota-backend-bytes in MiB for each fresh control plane (0: etcd's default, 2 GiB); N=100000 wants 8192")
 		profiles   = flag.String("cpuprofile", "", "a directory: the kube and floor peers write CPU profiles there, from their start until convergence (<peer>-n<N>-w<W>[-fin].pprof)")
 	)
 	flag.Parse()
@@ -97,10 +99,10 @@ func run() error {
 	var which []string
 	for _, p := range strings.Split(*peers, ",") {
 		switch p = strings.TrimSpace(p); p {
-		case peerKube, peerCR, peerFloor:
+		case peerKube, peerCR, peerClientGo, peerFloor:
 			which = append(which, p)
 		default:
-			errs = append(errs, fmt.Errorf("-peers: unknown peer %q (kube, controller-runtime, floor)", p))
+			errs = append(errs, fmt.Errorf("-peers: unknown peer %q (kube, controller-runtime, client-go, floor)", p))
 		}
 	}
 	if *timeout <= 0 {
@@ -156,7 +158,11 @@ func run() error {
 		progress:   os.Stderr,
 		skipSteady: *noSteady,
 		finalizer:  *finalizer,
+		restart:    *restart,
 		profileDir: *profiles,
+	}
+	if *etcdQuota > 0 {
+		c.cp.EtcdFlags = append(c.cp.EtcdFlags, fmt.Sprintf("--quota-backend-bytes=%d", *etcdQuota<<20))
 	}
 	if *smoke {
 		c.gcWait = time.Second // figures don't matter: don't wait out the garbage collector's discovery
@@ -257,7 +263,7 @@ func benchDir() (string, error) {
 // peerBinaries returns each peer's binary: from dir, or built into tmp.
 // crpeer is built with GOWORK=off, in its own module.
 func peerBinaries(ctx context.Context, dir, tmp string, peers []string) (map[string]string, error) {
-	names := map[string]string{peerKube: "kubepeer", peerCR: "crpeer", peerFloor: "floor"}
+	names := map[string]string{peerKube: "kubepeer", peerCR: "crpeer", peerClientGo: "clientgopeer", peerFloor: "floor"}
 	bins := map[string]string{}
 	if dir != "" {
 		for _, p := range peers {

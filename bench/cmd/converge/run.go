@@ -31,11 +31,12 @@ import (
 	"github.com/z5labs/humus/controlplane"
 )
 
-// The three peers.
+// The four peers.
 const (
-	peerKube  = "kube"
-	peerCR    = "controller-runtime"
-	peerFloor = "floor"
+	peerKube     = "kube"
+	peerCR       = "controller-runtime"
+	peerFloor    = "floor"
+	peerClientGo = "client-go"
 )
 
 // namespace holds the benchmark's objects.
@@ -57,6 +58,10 @@ type Run struct {
 	APIServerCPUSeconds float64 `json:"apiserver_cpu_seconds,omitempty"`
 	// PeakRSSBytes is the peer's VmHWM then.
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	// SyncedSeconds is from starting the peer's process until it said its
+	// caches had synced (kube: Controller.Synced healthy; client-go: its
+	// informers' HasSynced); 0 for a peer that doesn't say.
+	SyncedSeconds float64 `json:"synced_seconds,omitempty"`
 	// HeapInuseBytes is the peer's runtime.MemStats.HeapInuse after a
 	// garbage collection, right after convergence.
 	HeapInuseBytes int64 `json:"heap_inuse_bytes"`
@@ -80,8 +85,29 @@ type Run struct {
 	// of every object; nil for the floor, which has no resync.
 	Steady *Steady `json:"steady,omitempty"`
 
+	// Restart is the peer started again after the tail, with every object
+	// converged (-restart); nil when not asked for.
+	Restart *Restart `json:"restart,omitempty"`
+
 	// Error is why the run didn't finish, if it didn't.
 	Error string `json:"error,omitempty"`
+}
+
+// Restart is a peer's second start, on the converged objects and their
+// Deployments: its initial lists, and whatever it writes then.
+type Restart struct {
+	// SyncedSeconds is from starting the process again until it said its
+	// caches had synced.
+	SyncedSeconds float64 `json:"synced_seconds"`
+	// CPUSeconds and PeakRSSBytes are the process's then.
+	CPUSeconds   float64 `json:"cpu_seconds"`
+	PeakRSSBytes int64   `json:"peak_rss_bytes"`
+	// HeapInuseBytes is its heap in use after a garbage collection once
+	// the requests had settled again.
+	HeapInuseBytes int64 `json:"heap_inuse_bytes"`
+	// Requests are those from the restart until they settled.
+	Requests Requests `json:"requests"`
+	Writes   float64  `json:"writes"`
 }
 
 // Steady is what a peer did in a window with nothing changing.
@@ -111,6 +137,7 @@ type config struct {
 	skipSteady bool
 	gcWait     time.Duration // how long to wait for the garbage collector's watch
 	finalizer  bool          // every peer adds memcached.Finalizer
+	restart    bool          // start the peer again after the tail, and time its sync
 	profileDir string        // where the kube and floor peers write CPU profiles; "" for none
 }
 
@@ -241,6 +268,7 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 	if r.Peer == peerFloor {
 		return nil
 	}
+	r.SyncedSeconds = p.syncedSeconds()
 
 	// Let the reconciles that convergence caused settle (the tail), then,
 	// unless skipped, count what the peer does in a steady window that
@@ -251,7 +279,12 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 	}
 	r.SettleRequests = settled.sub(after)
 	r.SettleTotal, r.SettleWrites = r.SettleRequests.total(), r.SettleRequests.writes()
-	if c.skipSteady {
+	if c.restart {
+		if err := restartPeer(ctx, c, cluster.Kubeconfig, kc, p, resync, r, settled); err != nil {
+			return fmt.Errorf("restart: %w", err)
+		}
+	}
+	if c.skipSteady || c.restart {
 		return nil
 	}
 	st := &Steady{ResyncSeconds: resync.Seconds()}
@@ -464,6 +497,60 @@ type peerProc struct {
 	lines   chan string
 	exited  chan struct{}
 	waitErr error
+
+	syncedMu sync.Mutex
+	synced   float64 // seconds from started until the peer printed "synced"
+}
+
+// syncedSeconds is the seconds from the peer's start until it printed
+// "synced", or 0 if it hasn't.
+func (p *peerProc) syncedSeconds() float64 {
+	p.syncedMu.Lock()
+	defer p.syncedMu.Unlock()
+	return p.synced
+}
+
+// restartPeer stops the converged peer p, starts it again, and records in
+// r.Restart the time until it says it has synced, its CPU and peak RSS
+// then, and the requests until they settle again. (The old process's
+// requests settled before; the counts begin at settled.)
+func restartPeer(ctx context.Context, c config, kubeconfig string, kc kubernetes.Interface, p *peerProc, resync time.Duration, r *Run, settled Requests) error {
+	p.stop()
+	c.logf("%s N=%d W=%d: restarting", r.Peer, r.Objects, r.Workers)
+	before, _, err := scrape(ctx, kc)
+	if err != nil {
+		return err
+	}
+	rs := &Restart{}
+	r.Restart = rs
+	q, err := startPeer(ctx, c, kubeconfig, r.Peer, r.Workers, resync, r)
+	if err != nil {
+		return err
+	}
+	defer q.stop()
+	for rs.SyncedSeconds = q.syncedSeconds(); rs.SyncedSeconds == 0; rs.SyncedSeconds = q.syncedSeconds() {
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-q.exited:
+			return fmt.Errorf("the peer exited before syncing: %v; its log: %s", q.waitErr, q.logPath)
+		case <-ctx.Done():
+			return fmt.Errorf("not synced within the run's timeout: %w", ctx.Err())
+		}
+	}
+	ps, err := readProc(q.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	rs.CPUSeconds, rs.PeakRSSBytes = ps.CPUSeconds, ps.PeakRSS
+	c.logf("%s N=%d W=%d: synced %.2fs after the restart", r.Peer, r.Objects, r.Workers, rs.SyncedSeconds)
+	after, err := settle(ctx, kc, c.settle, 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	rs.Requests = after.sub(before)
+	rs.Writes = rs.Requests.writes()
+	rs.HeapInuseBytes, err = q.heapInuse(ctx)
+	return err
 }
 
 func startPeer(ctx context.Context, c config, kubeconfig, peer string, workers int, resync time.Duration, r *Run) (*peerProc, error) {
@@ -475,7 +562,7 @@ func startPeer(ctx context.Context, c config, kubeconfig, peer string, workers i
 	if c.finalizer {
 		args = append(args, "-finalizer")
 	}
-	if c.profileDir != "" && peer != peerCR {
+	if c.profileDir != "" && peer != peerCR && r.Restart == nil {
 		fin := ""
 		if c.finalizer {
 			fin = "-fin"
@@ -487,7 +574,11 @@ func startPeer(ctx context.Context, c config, kubeconfig, peer string, workers i
 		// itself; the flag package takes one dash or two alike.
 		args[0] = "--kubeconfig=" + kubeconfig
 	}
-	logPath := filepath.Join(c.logDir, fmt.Sprintf("%s-n%d-w%d.log", peer, r.Objects, workers))
+	restarted := ""
+	if r.Restart != nil {
+		restarted = "-restarted"
+	}
+	logPath := filepath.Join(c.logDir, fmt.Sprintf("%s-n%d-w%d%s.log", peer, r.Objects, workers, restarted))
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -514,6 +605,16 @@ func startPeer(ctx context.Context, c config, kubeconfig, peer string, workers i
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "synced" {
+				// The peer's own clock differs from ours by its start-up:
+				// time it here, from the start.
+				p.syncedMu.Lock()
+				if p.synced == 0 {
+					p.synced = time.Since(p.started).Seconds()
+				}
+				p.syncedMu.Unlock()
+				continue
+			}
 			select {
 			case p.lines <- sc.Text():
 			default:
