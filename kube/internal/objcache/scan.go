@@ -295,15 +295,21 @@ func cachedFromJSON(b []byte) (scannedObject, error) {
 		switch {
 		case f.Is("managedFields"):
 		case f.Is("name"):
-			c.name, err = metadataText(raw, start, end, null)
+			var name string
+			name, err = metadataText(raw, start, end, null)
+			c.SetName(name)
 		case f.Is("namespace"):
-			c.namespace, err = metadataText(raw, start, end, null)
+			var ns string
+			ns, err = metadataText(raw, start, end, null)
+			c.SetNamespace(ns)
 		case f.Is("uid"):
 			var uid string
 			uid, err = metadataText(raw, start, end, null)
-			c.uid = types.UID(uid)
+			c.SetUID(types.UID(uid))
 		case f.Is("resourceVersion"):
-			c.resourceVersion, err = metadataText(raw, start, end, null)
+			var rv string
+			rv, err = metadataText(raw, start, end, null)
+			c.SetResourceVersion(rv)
 		case f.Is("generation"):
 			c.generation = 0
 			if !null {
