@@ -1,8 +1,10 @@
 // Command converge is the converge benchmark of issue #9: how fast kube's
 // Memcached controller converges N objects with W workers, and what it
 // costs, next to the kubebuilder book's controller on controller-runtime
-// v0.25.2 and next to the floor, a plain client-go program that makes the
-// two writes an object needs and nothing else.
+// v0.25.2, next to the controller an expert writes on client-go alone
+// (sample-controller's pattern, bench/cmd/clientgopeer), and next to the
+// floor, a plain client-go program that makes the two writes an object
+// needs and nothing else.
 //
 // For each N, W and peer it starts a fresh local control plane (etcd,
 // kube-apiserver, kube-controller-manager without the deployment and
@@ -21,8 +23,8 @@
 //     convergence caused have settled, the requests in a window spanning the
 //     peer's first resync of every object, with nothing changing.
 //
-// It prints one table per N and W, with the ratios kube/controller-runtime
-// and kube/floor, and writes every figure as JSON (-json).
+// It prints one table per N and W, with the ratios kube/controller-runtime,
+// kube/client-go and kube/floor, and writes every figure as JSON (-json).
 //
 //	go run ./bench/cmd/converge -n 100,1000 -w 1,4,16
 //	go run ./bench/cmd/converge -smoke      # N=10, W=1: keeps it working
