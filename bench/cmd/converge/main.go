@@ -48,6 +48,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -80,6 +81,8 @@ func run() error {
 		logDir     = flag.String("logs", "", "where the peers' stderr goes (default: a temporary directory)")
 		finalizer  = flag.Bool("finalizer", false, "every peer adds a finalizer to each object (one more write an object), as the operator-sdk tutorial's controller does")
 		restart    = flag.Bool("restart", false, "after the tail, stop each peer but the floor and start it again on the converged objects: time until it has synced (kube and client-go say when), its CPU, peak RSS and writes; skips the steady window")
+		convLimit  = flag.Duration("converge-limit", 0, "if set, a peer not converged by then is stopped there, with its figures (CPU, peak RSS, heap, synced, objects available) taken then, and -restart done: how far it got, for N=100000 on a busy machine")
+		also       = flag.String("restart-also", "", "with -restart, peers (kube, client-go) started in turn on the cluster after the restart, for their sync alone: time until synced, CPU, peak RSS, heap")
 		etcdQuota  = flag.Int64("etcd-quota", 0, "etcd's --quota-backend-bytes in MiB for each fresh control plane (0: etcd's default, 2 GiB); N=100000 wants 8192")
 		profiles   = flag.String("cpuprofile", "", "a directory: the kube and floor peers write CPU profiles there, from their start until convergence (<peer>-n<N>-w<W>[-fin].pprof)")
 	)
@@ -150,18 +153,29 @@ func run() error {
 	}
 
 	c := config{
-		kubeconfig: *kubeconfig,
-		cp:         controlplane.Options{BinDir: *binDir},
-		timeout:    *timeout,
-		resync:     *resync,
-		settle:     *quiet,
-		gcWait:     90 * time.Second,
-		logDir:     *logDir,
-		progress:   os.Stderr,
-		skipSteady: *noSteady,
-		finalizer:  *finalizer,
-		restart:    *restart,
-		profileDir: *profiles,
+		kubeconfig:    *kubeconfig,
+		cp:            controlplane.Options{BinDir: *binDir},
+		timeout:       *timeout,
+		resync:        *resync,
+		settle:        *quiet,
+		gcWait:        90 * time.Second,
+		logDir:        *logDir,
+		progress:      os.Stderr,
+		skipSteady:    *noSteady,
+		finalizer:     *finalizer,
+		restart:       *restart,
+		convergeLimit: *convLimit,
+		profileDir:    *profiles,
+	}
+	if *also != "" {
+		for _, p := range strings.Split(*also, ",") {
+			switch p = strings.TrimSpace(p); p {
+			case peerKube, peerClientGo:
+				c.also = append(c.also, p)
+			default:
+				return fmt.Errorf("-restart-also: %q is not a peer that says when it has synced (kube, client-go)", p)
+			}
+		}
 	}
 	if *etcdQuota > 0 {
 		c.cp.EtcdFlags = append(c.cp.EtcdFlags, fmt.Sprintf("--quota-backend-bytes=%d", *etcdQuota<<20))
@@ -169,7 +183,13 @@ func run() error {
 	if *smoke {
 		c.gcWait = time.Second // figures don't matter: don't wait out the garbage collector's discovery
 	}
-	if c.bins, err = peerBinaries(ctx, *peerDir, tmp, which); err != nil {
+	bins := which
+	for _, p := range c.also {
+		if !slices.Contains(bins, p) {
+			bins = append(bins, p)
+		}
+	}
+	if c.bins, err = peerBinaries(ctx, *peerDir, tmp, bins); err != nil {
 		return err
 	}
 	if *kubeconfig == "" {

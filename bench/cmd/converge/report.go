@@ -223,8 +223,23 @@ func (rep *Report) print(out io.Writer) {
 		}
 		fmt.Fprintln(out, "  (leases include the API server's own identity Lease, renewed every 10s; initial lists made as watches aren't counted)")
 		for _, r := range rep.Runs {
-			if r.Objects == k[0] && r.Workers == k[1] && r.Error != "" {
+			if r.Objects != k[0] || r.Workers != k[1] {
+				continue
+			}
+			if r.Error != "" {
 				fmt.Fprintf(out, "  %s failed: %s\n", r.Peer, r.Error)
+			}
+			if r.Available > 0 {
+				fmt.Fprintf(out, "  %s at -converge-limit: %d of %d available, CPU %.2fs, peak RSS %.1f MiB, heap %.1f MiB (%.0f B an object), synced after %.2fs\n",
+					r.Peer, r.Available, r.Objects, r.CPUSeconds, mib(r.PeakRSSBytes), mib(r.HeapInuseBytes), float64(r.HeapInuseBytes)/float64(r.Objects), r.SyncedSeconds)
+			}
+			for _, rs := range r.AlsoStarted {
+				fmt.Fprintf(out, "  %s, then %s started on the cluster: synced after %.2fs, CPU %.2fs, peak RSS %.1f MiB, heap %.1f MiB (%.0f B an object), writes %.0f\n",
+					r.Peer, rs.Peer, rs.SyncedSeconds, rs.CPUSeconds, mib(rs.PeakRSSBytes), mib(rs.HeapInuseBytes), float64(rs.HeapInuseBytes)/float64(r.Objects), rs.Writes)
+			}
+			if rs := r.Restart; rs != nil && r.Error != "" {
+				fmt.Fprintf(out, "  %s restarted: synced after %.2fs, CPU %.2fs, peak RSS %.1f MiB, heap %.1f MiB (%.0f B an object), writes %.0f\n",
+					r.Peer, rs.SyncedSeconds, rs.CPUSeconds, mib(rs.PeakRSSBytes), mib(rs.HeapInuseBytes), float64(rs.HeapInuseBytes)/float64(r.Objects), rs.Writes)
 			}
 		}
 	}

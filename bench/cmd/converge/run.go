@@ -86,8 +86,15 @@ type Run struct {
 	Steady *Steady `json:"steady,omitempty"`
 
 	// Restart is the peer started again after the tail, with every object
-	// converged (-restart); nil when not asked for.
+	// converged (-restart), or at -converge-limit; nil when not asked for.
 	Restart *Restart `json:"restart,omitempty"`
+	// Available is, for a run that reached -converge-limit, how many
+	// objects were available then; its CPU seconds, peak RSS, heap and
+	// synced time are taken then too.
+	Available int `json:"available_at_limit,omitempty"`
+	// AlsoStarted are the -restart-also peers, each started on the cluster
+	// after this run's restart, for its sync alone.
+	AlsoStarted []Restart `json:"also_started,omitempty"`
 
 	// Error is why the run didn't finish, if it didn't.
 	Error string `json:"error,omitempty"`
@@ -96,6 +103,8 @@ type Run struct {
 // Restart is a peer's second start, on the converged objects and their
 // Deployments: its initial lists, and whatever it writes then.
 type Restart struct {
+	// Peer is the peer started: this run's, or a -restart-also peer.
+	Peer string `json:"peer"`
 	// SyncedSeconds is from starting the process again until it said its
 	// caches had synced.
 	SyncedSeconds float64 `json:"synced_seconds"`
@@ -138,7 +147,11 @@ type config struct {
 	gcWait     time.Duration // how long to wait for the garbage collector's watch
 	finalizer  bool          // every peer adds memcached.Finalizer
 	restart    bool          // start the peer again after the tail, and time its sync
-	profileDir string        // where the kube and floor peers write CPU profiles; "" for none
+	also       []string      // peers started, each in turn, after the restart, for their sync alone
+	// convergeLimit is 0, or how long a peer may take to converge before
+	// its figures are taken as they are.
+	convergeLimit time.Duration
+	profileDir    string // where the kube and floor peers write CPU profiles; "" for none
 }
 
 // resyncFor is the resync the peers run with at n objects: long enough that
@@ -234,6 +247,12 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 	}
 	defer p.stop()
 	c.logf("%s N=%d W=%d: started (pid %d)", r.Peer, r.Objects, r.Workers, p.cmd.Process.Pid)
+	var limit <-chan time.Time // nil: no limit but the run's timeout
+	if c.convergeLimit > 0 {
+		t := time.NewTimer(c.convergeLimit)
+		defer t.Stop()
+		limit = t.C
+	}
 
 	select {
 	case <-avail.all:
@@ -241,6 +260,14 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 		return fmt.Errorf("the peer exited before converging (%d of %d available): %v; its log: %s", avail.count(), r.Objects, p.waitErr, p.logPath)
 	case <-ctx.Done():
 		return fmt.Errorf("not converged within the run's timeout (%d of %d available): %w", avail.count(), r.Objects, ctx.Err())
+	case <-limit:
+		// How far it got: its figures now, and with -restart its
+		// restarts.
+		r.Available = avail.count()
+		if err := stoppedShort(ctx, c, cluster.Kubeconfig, kc, p, resync, r); err != nil {
+			c.logf("%s N=%d W=%d: after -converge-limit: %v", r.Peer, r.Objects, r.Workers, err)
+		}
+		return fmt.Errorf("not converged within -converge-limit %v (%d of %d available)", c.convergeLimit, r.Available, r.Objects)
 	}
 	converged := time.Now()
 	r.ConvergeSeconds = converged.Sub(p.started).Seconds()
@@ -280,7 +307,7 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 	r.SettleRequests = settled.sub(after)
 	r.SettleTotal, r.SettleWrites = r.SettleRequests.total(), r.SettleRequests.writes()
 	if c.restart {
-		if err := restartPeer(ctx, c, cluster.Kubeconfig, kc, p, resync, r, settled); err != nil {
+		if err := restartPeer(ctx, c, cluster.Kubeconfig, kc, p, resync, r); err != nil {
 			return fmt.Errorf("restart: %w", err)
 		}
 	}
@@ -514,16 +541,52 @@ func (p *peerProc) syncedSeconds() float64 {
 // r.Restart the time until it says it has synced, its CPU and peak RSS
 // then, and the requests until they settle again. (The old process's
 // requests settled before; the counts begin at settled.)
-func restartPeer(ctx context.Context, c config, kubeconfig string, kc kubernetes.Interface, p *peerProc, resync time.Duration, r *Run, settled Requests) error {
+func restartPeer(ctx context.Context, c config, kubeconfig string, kc kubernetes.Interface, p *peerProc, resync time.Duration, r *Run) error {
 	p.stop()
-	c.logf("%s N=%d W=%d: restarting", r.Peer, r.Objects, r.Workers)
+	rs := &Restart{Peer: r.Peer}
+	r.Restart = rs
+	if err := startAgain(ctx, c, kubeconfig, kc, resync, r, rs); err != nil {
+		return err
+	}
+	for _, other := range c.also {
+		r.AlsoStarted = append(r.AlsoStarted, Restart{Peer: other})
+		if err := startAgain(ctx, c, kubeconfig, kc, resync, r, &r.AlsoStarted[len(r.AlsoStarted)-1]); err != nil {
+			return fmt.Errorf("%s: %w", other, err)
+		}
+	}
+	return nil
+}
+
+// stoppedShort records, for a run that reached -converge-limit, the
+// peer's CPU, peak RSS, heap and synced time, and then, with -restart,
+// its restart and the -restart-also peers' starts.
+func stoppedShort(ctx context.Context, c config, kubeconfig string, kc kubernetes.Interface, p *peerProc, resync time.Duration, r *Run) error {
+	r.SyncedSeconds = p.syncedSeconds()
+	ps, err := readProc(p.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	r.CPUSeconds, r.PeakRSSBytes = ps.CPUSeconds, ps.PeakRSS
+	if r.HeapInuseBytes, err = p.heapInuse(ctx); err != nil {
+		return err
+	}
+	c.logf("%s N=%d W=%d: at -converge-limit, %d available, CPU %.1fs, peak RSS %.1f MiB, heap %.1f MiB, synced after %.1fs", r.Peer, r.Objects, r.Workers, r.Available, r.CPUSeconds, mib(r.PeakRSSBytes), mib(r.HeapInuseBytes), r.SyncedSeconds)
+	if !c.restart {
+		return nil
+	}
+	return restartPeer(ctx, c, kubeconfig, kc, p, resync, r)
+}
+
+// startAgain starts peer rs.Peer on the cluster and records in rs the time
+// until it says it has synced, its CPU and peak RSS then, the requests
+// until they settle again, and its heap then; it stops the peer.
+func startAgain(ctx context.Context, c config, kubeconfig string, kc kubernetes.Interface, resync time.Duration, r *Run, rs *Restart) error {
+	c.logf("%s N=%d W=%d: starting %s again", r.Peer, r.Objects, r.Workers, rs.Peer)
 	before, _, err := scrape(ctx, kc)
 	if err != nil {
 		return err
 	}
-	rs := &Restart{}
-	r.Restart = rs
-	q, err := startPeer(ctx, c, kubeconfig, r.Peer, r.Workers, resync, r)
+	q, err := startPeer(ctx, c, kubeconfig, rs.Peer, r.Workers, resync, r)
 	if err != nil {
 		return err
 	}
@@ -542,7 +605,7 @@ func restartPeer(ctx context.Context, c config, kubeconfig string, kc kubernetes
 		return err
 	}
 	rs.CPUSeconds, rs.PeakRSSBytes = ps.CPUSeconds, ps.PeakRSS
-	c.logf("%s N=%d W=%d: synced %.2fs after the restart", r.Peer, r.Objects, r.Workers, rs.SyncedSeconds)
+	c.logf("%s N=%d W=%d: %s synced %.2fs after its start", r.Peer, r.Objects, r.Workers, rs.Peer, rs.SyncedSeconds)
 	after, err := settle(ctx, kc, c.settle, 2*time.Minute)
 	if err != nil {
 		return err
@@ -576,7 +639,7 @@ func startPeer(ctx context.Context, c config, kubeconfig, peer string, workers i
 	}
 	restarted := ""
 	if r.Restart != nil {
-		restarted = "-restarted"
+		restarted = "-restarted-" + strconv.Itoa(len(r.AlsoStarted))
 	}
 	logPath := filepath.Join(c.logDir, fmt.Sprintf("%s-n%d-w%d%s.log", peer, r.Objects, workers, restarted))
 	logFile, err := os.Create(logPath)

@@ -73,6 +73,13 @@ func main() {
 		settings.Resync = *resync
 		settings.LeaderElection.Namespace = *namespace
 		settings.LeaderElection.Identity = "kubepeer"
+		// The other peers don't elect a leader at all. With kube's
+		// defaults (15s, 10s, 2s), a renewal slower than 10s ends the
+		// peer: at N=100,000 on the shared machine (load average 30) it
+		// lost the Lease after 31,844 objects. A renewal still every 2s,
+		// so the requests are the same.
+		settings.LeaderElection.LeaseDuration = 90 * time.Second
+		settings.LeaderElection.RenewDeadline = 60 * time.Second
 		parts := []kube.Part{kube.Owns(appsv1.SchemeGroupVersion.WithResource("deployments"))}
 		if *finalizer {
 			parts = append(parts, kube.Finalize(memcached.Finalizer, func(context.Context, kube.Object[memcached.MemcachedSpec, memcached.MemcachedStatus]) error {
