@@ -85,8 +85,7 @@ func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr sch
 			// object it finds unchanged to an update, as a resync would
 			// (Owns' informers have none). Its owner has had that version
 			// already, as its add or as its own write. sample-controller
-			// skips it so; queued, a relist of the Deployments during a
-			// converge of 5,000 Memcacheds re-applied 4,020 of them.
+			// skips it so.
 			if sameVersion(old, obj) {
 				return
 			}
