@@ -44,21 +44,23 @@ func (p ownsPart) check() error {
 // owner of the old object too when it isn't the new one's: the controller
 // owner reference was moved to another owner, or removed. An add or update
 // whose object is what a write of the owner's own reconcile returned isn't
-// queued (ownedwrites.go).
+// queued (ownedwrites.go). The initial list's adds and the resyncs are
+// queued at low priority: a change goes ahead of them.
 func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr schema.GroupResource) cache.ResourceEventHandler {
-	changed := func(obj any) {
+	low := lowPriority(queue)
+	changed := func(obj any, add func(string)) {
 		owner, ok := c.ownerKey(obj)
 		if !ok {
 			return
 		}
 		m, err := meta.Accessor(obj)
 		if err != nil {
-			queue.Add(owner)
+			add(owner)
 			return
 		}
 		c.ownedWrites.changed(ownedWriteKey(owner, gr, m.GetNamespace(), m.GetName()),
 			objectVersion{uid: m.GetUID(), resourceVersion: m.GetResourceVersion()},
-			func(string) { queue.Add(owner) })
+			func(string) { add(owner) })
 	}
 	// lost is the old owner's loss of obj: another writer moved or
 	// removed its controller owner reference. It is news to that owner,
@@ -77,9 +79,20 @@ func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr sch
 		}
 		queue.Add(owner)
 	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: changed,
+	return cache.ResourceEventHandlerDetailedFuncs{
+		// The initial list's adds and the resyncs queue at low priority.
+		AddFunc: func(obj any, initial bool) {
+			if initial {
+				changed(obj, low)
+				return
+			}
+			changed(obj, queue.Add)
+		},
 		UpdateFunc: func(old, obj any) {
+			if sameVersion(old, obj) {
+				changed(obj, low)
+				return
+			}
 			// Both owners, as controller-runtime's EnqueueRequestForOwner
 			// queues them: the one that lost the child too.
 			if was, ok := c.ownerKey(old); ok {
@@ -87,7 +100,7 @@ func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr sch
 					lost(old)
 				}
 			}
-			changed(obj)
+			changed(obj, queue.Add)
 		},
 		DeleteFunc: lost,
 	}
