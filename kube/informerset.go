@@ -14,16 +14,16 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 
 	"github.com/z5labs/humus/kube/internal/objcache"
+	"github.com/z5labs/humus/kube/internal/priorityqueue"
 )
 
 // informerSet is a controller's informers, the resource's and each owned
 // resource's, with the work queue they fill, their sync checks, what each
 // knows of its watch, and their stop.
 type informerSet struct {
-	queue    workqueue.TypedRateLimitingInterface[string]
+	queue    *priorityqueue.Queue[string]
 	resource cache.SharedIndexInformer
 	all      []cache.SharedIndexInformer
 	synced   []cache.DoneChecker

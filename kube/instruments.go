@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"k8s.io/client-go/util/workqueue"
+
+	"github.com/z5labs/humus/kube/internal/priorityqueue"
 )
 
 // durationBuckets are OpenTelemetry's advice for a duration in seconds, as
@@ -71,78 +73,58 @@ func newInstruments(m metric.Meter, name string) (*instruments, error) {
 	return &i, nil
 }
 
-// metricsProvider is the work queue's MetricsProvider: it records the
-// queue's metrics with the controller's instruments. It is set in the
-// queue's config, never with client-go's global workqueue.SetProvider.
-// client-go hands it the queue's name, Settings.Name, which it records as
-// humus.kube.controller.name.
-type metricsProvider struct{ i *instruments }
+// attrQueuePriority is the priority a key waited at in the work queue:
+// "low" for a key queued by an informer's initial list, a resync, a
+// retry or a delay, "normal" for one queued by a change
+// (kube/internal/priorityqueue).
+const attrQueuePriority = "humus.kube.controller.queue.priority"
 
-var _ workqueue.MetricsProvider = metricsProvider{}
+// queueMetrics records the work queue's measures with the controller's
+// instruments, under the controller's name and the key's priority.
+type queueMetrics struct {
+	i           *instruments
+	name        string
+	low, normal metric.MeasurementOption
+}
+
+var _ priorityqueue.Metrics = (*queueMetrics)(nil)
+
+func newQueueMetrics(i *instruments, name string) *queueMetrics {
+	return &queueMetrics{i: i, name: name, low: priorityAttrs(name, priorityqueue.Low), normal: priorityAttrs(name, priorityqueue.Normal)}
+}
+
+func priorityAttrs(name string, p priorityqueue.Priority) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String(attrController, name), attribute.String(attrQueuePriority, p.String())))
+}
+
+func (m *queueMetrics) attrs(p priorityqueue.Priority) metric.MeasurementOption {
+	switch p {
+	case priorityqueue.Low:
+		return m.low
+	case priorityqueue.Normal:
+		return m.normal
+	}
+	return priorityAttrs(m.name, p)
+}
+
+func (m *queueMetrics) Added(p priorityqueue.Priority) {
+	m.i.queueAdds.Add(context.Background(), 1, m.attrs(p))
+}
+
+func (m *queueMetrics) Depth(p priorityqueue.Priority, delta int) {
+	m.i.queueDepth.Add(context.Background(), int64(delta), m.attrs(p))
+}
+
+func (m *queueMetrics) Waited(p priorityqueue.Priority, d time.Duration) {
+	m.i.queueDuration.Record(context.Background(), d.Seconds(), m.attrs(p))
+}
+
+func (m *queueMetrics) Unfinished(total, longest time.Duration) {
+	attrs := controllerAttr(m.name)
+	m.i.unfinished.Record(context.Background(), total.Seconds(), attrs)
+	m.i.longestUnfinished.Record(context.Background(), longest.Seconds(), attrs)
+}
 
 func controllerAttr(name string) metric.MeasurementOption {
 	return metric.WithAttributeSet(attribute.NewSet(attribute.String(attrController, name)))
 }
-
-func (p metricsProvider) NewDepthMetric(name string) workqueue.GaugeMetric {
-	return depthMetric{c: p.i.queueDepth, attrs: controllerAttr(name)}
-}
-
-func (p metricsProvider) NewAddsMetric(name string) workqueue.CounterMetric {
-	return addsMetric{c: p.i.queueAdds, attrs: controllerAttr(name)}
-}
-
-func (p metricsProvider) NewLatencyMetric(name string) workqueue.HistogramMetric {
-	return histogramMetric{h: p.i.queueDuration, attrs: controllerAttr(name)}
-}
-
-func (p metricsProvider) NewUnfinishedWorkSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return gaugeMetric{g: p.i.unfinished, attrs: controllerAttr(name)}
-}
-
-func (p metricsProvider) NewLongestRunningProcessorSecondsMetric(name string) workqueue.SettableGaugeMetric {
-	return gaugeMetric{g: p.i.longestUnfinished, attrs: controllerAttr(name)}
-}
-
-// NewWorkDurationMetric is a no-op: it would time what
-// humus.kube.controller.reconcile.duration times, without the outcome.
-func (metricsProvider) NewWorkDurationMetric(string) workqueue.HistogramMetric { return noopMetric{} }
-
-// NewRetriesMetric is a no-op: the queue counts a retry on every AddAfter,
-// so every Result.After would count as one. The error outcome counts the
-// retries exactly.
-func (metricsProvider) NewRetriesMetric(string) workqueue.CounterMetric { return noopMetric{} }
-
-type depthMetric struct {
-	c     metric.Int64UpDownCounter
-	attrs metric.MeasurementOption
-}
-
-func (m depthMetric) Inc() { m.c.Add(context.Background(), 1, m.attrs) }
-func (m depthMetric) Dec() { m.c.Add(context.Background(), -1, m.attrs) }
-
-type addsMetric struct {
-	c     metric.Int64Counter
-	attrs metric.MeasurementOption
-}
-
-func (m addsMetric) Inc() { m.c.Add(context.Background(), 1, m.attrs) }
-
-type histogramMetric struct {
-	h     metric.Float64Histogram
-	attrs metric.MeasurementOption
-}
-
-func (m histogramMetric) Observe(v float64) { m.h.Record(context.Background(), v, m.attrs) }
-
-type gaugeMetric struct {
-	g     metric.Float64Gauge
-	attrs metric.MeasurementOption
-}
-
-func (m gaugeMetric) Set(v float64) { m.g.Record(context.Background(), v, m.attrs) }
-
-type noopMetric struct{}
-
-func (noopMetric) Inc()            {}
-func (noopMetric) Observe(float64) {}

@@ -93,7 +93,14 @@ func (o *outage) failed(key string, err error) {
 		return
 	}
 	if now.Before(o.next) {
+		// The probe's key, reconciled early for a change, keeps its
+		// place as the probe: the work queue lets a change end a key's
+		// delay (kube/internal/priorityqueue), so it is delayed anew.
+		probe, wait := key == o.probeKey, o.next.Sub(now)
 		o.mu.Unlock()
+		if probe {
+			o.queue.AddAfter(key, wait)
+		}
 		return
 	}
 	o.probe = min(max(2*o.probe, outageProbeMin), o.probeMax)

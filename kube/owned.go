@@ -45,21 +45,23 @@ func (p ownsPart) check() error {
 // owner reference was moved to another owner, or removed. An add or update
 // whose object is what a write of the owner's own reconcile returned isn't
 // queued (ownedcreations.go), nor an update to the version the object
-// had (a relist's).
+// had (a relist's). The initial list's adds are queued at low priority: a
+// change goes ahead of them.
 func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr schema.GroupResource) cache.ResourceEventHandler {
-	changed := func(obj any) {
+	low := lowPriority(queue)
+	changed := func(obj any, add func(string)) {
 		owner, ok := c.ownerKey(obj)
 		if !ok {
 			return
 		}
 		m, err := meta.Accessor(obj)
 		if err != nil {
-			queue.Add(owner)
+			add(owner)
 			return
 		}
 		c.ownedCreations.changed(ownedWriteKey(owner, gr, m.GetNamespace(), m.GetName()),
 			objectVersion{uid: m.GetUID(), resourceVersion: m.GetResourceVersion()},
-			func(string) { queue.Add(owner) })
+			func(string) { add(owner) })
 	}
 	// lost is the old owner's loss of obj: another writer moved or
 	// removed its controller owner reference. It is news to that owner,
@@ -78,8 +80,15 @@ func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr sch
 		}
 		queue.Add(owner)
 	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: changed,
+	return cache.ResourceEventHandlerDetailedFuncs{
+		// The initial list's adds and the resyncs queue at low priority.
+		AddFunc: func(obj any, initial bool) {
+			if initial {
+				changed(obj, low)
+				return
+			}
+			changed(obj, queue.Add)
+		},
 		UpdateFunc: func(old, obj any) {
 			// The same version again is no change: a relist hands every
 			// object it finds unchanged to an update, as a resync would
@@ -96,7 +105,7 @@ func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr sch
 					lost(old)
 				}
 			}
-			changed(obj)
+			changed(obj, queue.Add)
 		},
 		DeleteFunc: lost,
 	}

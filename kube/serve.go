@@ -14,6 +14,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/z5labs/humus/kube/internal/objcache"
+	"github.com/z5labs/humus/kube/internal/priorityqueue"
 )
 
 // Serve runs the controller until ctx is done:
@@ -227,44 +228,53 @@ func (c *Controller) addHandler(inf cache.SharedIndexInformer, h cache.ResourceE
 
 // objectHandler queues the key, namespace/name or name, of every object of
 // the resource that is added, updated (or resynced) or deleted, except an
-// add or update that is the controller's own write (echoes.go).
+// add or update that is the controller's own write (echoes.go). The
+// initial list's adds and the resyncs are queued at low priority: a
+// change goes ahead of them.
 func (c *Controller) objectHandler(queue workqueue.TypedInterface[string]) cache.ResourceEventHandler {
-	enqueue := func(obj any) {
+	low := lowPriority(queue)
+	enqueue := func(obj any, add func(string)) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-			queue.Add(key)
+			add(key)
 		}
 	}
-	changed := func(old, obj any) {
+	changed := func(old, obj any, add func(string)) {
 		n, ok := obj.(*cachedObject)
 		if !ok {
-			enqueue(obj)
+			enqueue(obj, add)
 			return
 		}
 		onlyOurs := func(writeScope) bool { return true }
 		if o, ok := old.(*cachedObject); ok {
 			onlyOurs = func(s writeScope) bool { return objcache.ChangedOnly(o, n, s.finalizer, s.status) }
 		}
-		c.echoes.changedFrom(n.Key(), objectVersion{uid: n.GetUID(), resourceVersion: n.GetResourceVersion()}, onlyOurs, queue.Add)
+		c.echoes.changedFrom(n.Key(), objectVersion{uid: n.GetUID(), resourceVersion: n.GetResourceVersion()}, onlyOurs, add)
 	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: func(obj any) { changed(nil, obj) },
+	return cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, initial bool) {
+			if initial {
+				changed(nil, obj, low)
+				return
+			}
+			changed(nil, obj, queue.Add)
+		},
 		UpdateFunc: func(old, obj any) {
 			// An update that keeps the resourceVersion is a resync, or a
 			// relist that found the object unchanged: it always queues.
 			if o, ok := old.(*cachedObject); ok {
 				if n, ok := obj.(*cachedObject); ok && o.GetResourceVersion() == n.GetResourceVersion() {
-					enqueue(obj)
+					enqueue(obj, low)
 					return
 				}
 			}
-			changed(old, obj)
+			changed(old, obj, queue.Add)
 		},
 		DeleteFunc: func(obj any) {
 			c.forgetFinalized(obj)
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
 				c.echoes.deleted(key)
 			}
-			enqueue(obj)
+			enqueue(obj, queue.Add)
 		},
 	}
 }
@@ -279,22 +289,29 @@ func (c *Controller) rateLimiter() workqueue.TypedRateLimiter[string] {
 	)
 }
 
-// newQueue returns the controller's work queue, named Settings.Name, with
+// newQueue returns the controller's work queue (kube/internal/priorityqueue:
+// a change goes ahead of the initial list, resyncs and retries), with
 // rateLimiter's backoff and the outage that queues again the keys an
-// outage backed off (outage.go), the controller's instruments, and its delaying
-// queue's records (a recovered panic) on client-go's logger, not on klog's
-// global one, which writes to the real stderr.
-func (c *Controller) newQueue() workqueue.TypedRateLimitingInterface[string] {
-	q := workqueue.NewTypedRateLimitingQueueWithConfig(c.rateLimiter(),
-		workqueue.TypedRateLimitingQueueConfig[string]{
-			DelayingQueue: workqueue.NewTypedDelayingQueueWithConfig(workqueue.TypedDelayingQueueConfig[string]{
-				Logger:          &c.tel.klog,
-				Name:            c.settings.Name,
-				MetricsProvider: metricsProvider{c.tel.inst},
-			}),
-		})
+// outage backed off (outage.go), and the controller's instruments.
+func (c *Controller) newQueue() *priorityqueue.Queue[string] {
+	q := priorityqueue.New(priorityqueue.Config[string]{
+		RateLimiter: c.rateLimiter(),
+		Metrics:     newQueueMetrics(c.tel.inst, c.settings.Name),
+	})
 	c.outage = newOutage(q, c.settings.RetryMaxDelay)
 	return q
+}
+
+// lowPriority returns how to queue a key at low priority in queue: the
+// initial list's adds and resyncs go behind the changes. A queue without
+// priorities (a test's) queues it as any.
+func lowPriority(queue workqueue.TypedInterface[string]) func(string) {
+	if q, ok := queue.(interface {
+		AddWithPriority(string, priorityqueue.Priority)
+	}); ok {
+		return func(key string) { q.AddWithPriority(key, priorityqueue.Low) }
+	}
+	return queue.Add
 }
 
 // begin marks the controller serving, and returns Serve's context, which

@@ -16,8 +16,9 @@ import (
 	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+
+	"github.com/z5labs/humus/kube/internal/priorityqueue"
 )
 
 // A shard member's life: its Lease, created as it joins, renewed every
@@ -71,7 +72,7 @@ type member struct {
 	le        LeaderElection
 	leases    coordinationclient.LeaseInterface
 	informer  cache.SharedIndexInformer
-	queue     workqueue.TypedRateLimitingInterface[string]
+	queue     *priorityqueue.Queue[string]
 	objects   cache.Indexer
 	inst      shardInstruments
 	attrs     metric.MeasurementOption
@@ -94,9 +95,18 @@ type member struct {
 	inflight map[string]*take
 	// moving is when a reconcile in flight of a key that moves first held
 	// the acknowledgement of want; zero when none does.
-	moving  time.Time
-	dropped map[string]struct{} // keys not taken while no view was agreed
-	peers   map[string]*peer    // by Lease name, without own
+	moving time.Time
+	// dropped are the keys not taken while no view was agreed, with the
+	// priority each was handed out at.
+	dropped map[string]priorityqueue.Priority
+	peers   map[string]*peer // by Lease name, without own
+	// mine holds the FNV-1a hash of each cached key that is the member's
+	// own in the view countedView, kept by the resource informer's adds
+	// and deletes (countObject), so that the keys gauge costs O(1) on
+	// each reconcile's end, not a walk of every key; countedView is ""
+	// until record first counts, and stale after a view change.
+	mine        map[uint64]struct{}
+	countedView string
 }
 
 // newMember returns the controller's member, not yet joined. Its lost
@@ -123,8 +133,17 @@ func (c *Controller) newMember(parent context.Context, cs *informerSet) (*member
 		log:       c.tel.log,
 		wake:      make(chan struct{}, 1),
 		inflight:  map[string]*take{},
-		dropped:   map[string]struct{}{},
+		dropped:   map[string]priorityqueue.Priority{},
 		peers:     map[string]*peer{},
+		mine:      map[uint64]struct{}{},
+	}
+	// The resource informer, started already, hands the handler an add
+	// for each object it holds, then every add and delete.
+	if _, err := c.addHandler(cs.resource, cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { m.countObject(obj, true) },
+		DeleteFunc: func(obj any) { m.countObject(obj, false) },
+	}); err != nil {
+		return nil, err
 	}
 	selector := shardLabel + "=" + c.settings.Name
 	m.informer = coordinationinformers.NewFilteredLeaseInformer(c.clients.kube, le.Namespace, 0, cache.Indexers{},
@@ -416,19 +435,50 @@ func newShardInstruments(m metric.Meter) (shardInstruments, error) {
 	return shardInstruments{keys: keys, members: members}, nil
 }
 
-// record records the keys the member owns and the members in its view.
+// record records the keys the member owns and the members in its view:
+// their count kept by countObject, and counted anew, walking every key,
+// only once the view has changed since.
 func (m *member) record(ctx context.Context) {
 	m.mu.Lock()
 	v, active := m.acked, m.active && m.lostErr() == nil
-	m.mu.Unlock()
 	var n int64
 	if active {
-		for _, key := range m.objects.ListKeys() {
-			if v.owner(key) == m.id {
-				n++
+		if m.countedView != v.key {
+			clear(m.mine)
+			for _, key := range m.objects.ListKeys() {
+				if kh := fnv64a(key); v.ownerOf(kh) == m.id {
+					m.mine[kh] = struct{}{}
+				}
 			}
+			m.countedView = v.key
 		}
+		n = int64(len(m.mine))
 	}
+	m.mu.Unlock()
 	m.inst.keys.Record(ctx, n, m.attrs)
 	m.inst.members.Record(ctx, int64(len(v.ids)), m.attrs)
+}
+
+// countObject notes an object of the resource added to the cache, or
+// deleted from it, in mine, if the view counted makes it the member's
+// own. An add the walk in record saw already, or a delete of a key it
+// didn't, leaves mine as it is: the informer notifies its handlers after
+// its cache changes, in order.
+func (m *member) countObject(obj any, added bool) {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return
+	}
+	kh := fnv64a(key)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.countedView == "" || m.acked.key != m.countedView {
+		return // record counts anew
+	}
+	switch {
+	case !added:
+		delete(m.mine, kh)
+	case m.acked.ownerOf(kh) == m.id:
+		m.mine[kh] = struct{}{}
+	}
 }

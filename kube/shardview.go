@@ -11,6 +11,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/z5labs/humus/kube/internal/priorityqueue"
 )
 
 // A shard member's view: which member owns a key among the live ones,
@@ -40,8 +42,10 @@ func newView(ids []string) view {
 // score wins. A member leaving moves only its own keys, each to the member
 // that scored second; a member joining takes from each the keys it scores
 // highest: about 1/N of them. "" for an empty view.
-func (v view) owner(key string) string {
-	kh := fnv64a(key)
+func (v view) owner(key string) string { return v.ownerOf(fnv64a(key)) }
+
+// ownerOf is owner of the key whose FNV-1a hash is kh.
+func (v view) ownerOf(kh uint64) string {
 	best, bestScore := "", uint64(0)
 	for i, id := range v.ids {
 		if s := mix64(kh ^ v.hashes[i]); best == "" || s > bestScore {
@@ -177,7 +181,13 @@ func (m *member) step(ctx context.Context) time.Duration {
 			agreed = false
 		}
 	}
-	var gained []string
+	// The keys gained are queued at low priority, as an initial list's
+	// are; a key dropped meanwhile, at the priority it was handed out at.
+	type gain struct {
+		key  string
+		prio priorityqueue.Priority
+	}
+	var gained []gain
 	if !agreed {
 		m.active = false
 	} else if !m.active {
@@ -187,17 +197,20 @@ func (m *member) step(ctx context.Context) time.Duration {
 			if m.acked.owner(key) != m.id {
 				continue
 			}
-			_, dropped := m.dropped[key]
+			prio, dropped := m.dropped[key]
 			if dropped || !m.hasOwned || m.owned.owner(key) != m.id {
-				gained = append(gained, key)
+				if !dropped {
+					prio = priorityqueue.Low
+				}
+				gained = append(gained, gain{key, prio})
 			}
 		}
 		m.owned, m.hasOwned = m.acked, true
 		clear(m.dropped)
 	}
 	m.mu.Unlock()
-	for _, key := range gained {
-		m.queue.Add(key)
+	for _, g := range gained {
+		m.queue.AddWithPriority(g.key, g.prio)
 	}
 	if len(gained) > 0 || agreed {
 		m.record(ctx)
@@ -323,7 +336,11 @@ func (m *member) begin(ctx context.Context, key string) (context.Context, *take,
 		return nil, nil, false
 	}
 	if !m.active && !m.keeps(key) {
-		m.dropped[key] = struct{}{}
+		// The worker holds key: the queue knows its priority.
+		prio, _ := m.queue.Held(key)
+		if was, ok := m.dropped[key]; !ok || prio > was {
+			m.dropped[key] = prio
+		}
 		return nil, nil, false
 	}
 	ctx, cancel := context.WithCancelCause(ctx)

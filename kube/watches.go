@@ -240,15 +240,24 @@ func objectKey(namespace, name string) string {
 
 // mappedHandler queues the keys of the controller's objects that w maps a
 // watched object to, for every object added, updated or deleted. resource
-// is the resource's cache, which References look their index up in.
+// is the resource's cache, which References look their index up in. The
+// initial list's adds and the resyncs are queued at low priority.
 func (c *Controller) mappedHandler(w mappedResource, resource cache.Indexer, queue workqueue.TypedInterface[string]) cache.ResourceEventHandler {
-	enqueue := func(obj any) {
+	low := lowPriority(queue)
+	enqueue := func(obj any, add func(string)) {
 		for _, key := range c.mapKeys(w, resource, obj) {
-			queue.Add(key)
+			add(key)
 		}
 	}
-	return cache.ResourceEventHandlerFuncs{
-		AddFunc: enqueue,
+	return cache.ResourceEventHandlerDetailedFuncs{
+		// The initial list's adds and the resyncs queue at low priority.
+		AddFunc: func(obj any, initial bool) {
+			if initial {
+				enqueue(obj, low)
+				return
+			}
+			enqueue(obj, queue.Add)
+		},
 		UpdateFunc: func(old, obj any) {
 			// A MapFunc maps the old object too, as controller-runtime's
 			// EnqueueRequestsFromMapFunc does: one that maps by a label,
@@ -256,12 +265,16 @@ func (c *Controller) mappedHandler(w mappedResource, resource cache.Indexer, que
 			// only the old version maps to. References' index is by the
 			// watched object's name, which an update never changes, and a
 			// resync's old object is its new one.
-			if w.mapFunc != nil && !sameVersion(old, obj) {
-				enqueue(old)
+			if sameVersion(old, obj) {
+				enqueue(obj, low)
+				return
 			}
-			enqueue(obj)
+			if w.mapFunc != nil {
+				enqueue(old, queue.Add)
+			}
+			enqueue(obj, queue.Add)
 		},
-		DeleteFunc: enqueue,
+		DeleteFunc: func(obj any) { enqueue(obj, queue.Add) },
 	}
 }
 

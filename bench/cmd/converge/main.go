@@ -85,8 +85,22 @@ func run() error {
 		also       = flag.String("restart-also", "", "with -restart, peers (kube, client-go) started in turn on the cluster after the restart, for their sync alone: time until synced, CPU, peak RSS, heap")
 		etcdQuota  = flag.Int64("etcd-quota", 0, "etcd's --quota-backend-bytes in MiB for each fresh control plane (0: etcd's default, 2 GiB); N=100000 wants 8192")
 		profiles   = flag.String("cpuprofile", "", "a directory: the kube and floor peers write CPU profiles there, from their start until convergence (<peer>-n<N>-w<W>[-fin].pprof)")
+		backlog    = flag.Bool("backlog", false, "run the backlog scenario instead (issue 30): a user's writes timed to their reconcile while the initial list drains; -n defaults to 5000 and -w to 1 (see backlog.go)")
+		bWrites    = flag.Int("backlog-writes", 40, "the backlog scenario's writes, spec changes and new objects by turns")
+		bEvery     = flag.Duration("backlog-every", 250*time.Millisecond, "the backlog scenario's time between writes")
 	)
 	flag.Parse()
+	if *backlog {
+		if !flagSet("n") {
+			*ns = "5000"
+		}
+		if !flagSet("w") {
+			*ws = "1"
+		}
+		if !flagSet("json") {
+			*jsonPath = "backlog.json"
+		}
+	}
 	var errs []error
 	if *smoke {
 		for _, f := range []string{"n", "w", "resync", "settle"} {
@@ -115,6 +129,12 @@ func run() error {
 	}
 	if *resync < 0 {
 		errs = append(errs, fmt.Errorf("-resync: %v is negative (0 is 20s + 20ms an object)", *resync))
+	}
+	if *bWrites < 1 {
+		errs = append(errs, fmt.Errorf("-backlog-writes: %d is not a positive count", *bWrites))
+	}
+	if *bEvery <= 0 {
+		errs = append(errs, fmt.Errorf("-backlog-every: %v is not a positive duration (such as 250ms)", *bEvery))
 	}
 	if *quiet <= 0 {
 		errs = append(errs, fmt.Errorf("-settle: %v is not a positive duration (how long the requests must stay unchanged, such as 3s)", *quiet))
@@ -198,6 +218,9 @@ func run() error {
 		}
 	}
 
+	if *backlog {
+		return runBacklogScenario(ctx, c, backlogOptions{writes: *bWrites, every: *bEvery}, which, objects, workers, *jsonPath, os.Stdout)
+	}
 	load := loadAverage()
 	var runs []Run
 	for _, n := range objects {

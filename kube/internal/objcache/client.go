@@ -65,9 +65,22 @@ func (c *Client) List(ctx context.Context, gvr schema.GroupVersionResource, name
 // listJSON is the JSON of the list of gvr's objects in namespace with
 // opts, or the API server's error.
 func (c *Client) listJSON(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions) ([]byte, error) {
-	return body(c.rest.Get().AbsPath(path(gvr, namespace)...).
-		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, parameterVersion).
-		Do(ctx))
+	return c.listAs(ctx, gvr, namespace, opts, "")
+}
+
+// metadataOnly is the Accept header of a list of objects' metadata alone:
+// a PartialObjectMetadataList, as client-go's metadata client asks it,
+// in JSON, or, from an API server that can't convert, the whole list.
+const metadataOnly = "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1,application/json"
+
+// listAs is listJSON with the Accept header accept, or the client's if "".
+func (c *Client) listAs(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions, accept string) ([]byte, error) {
+	r := c.rest.Get().AbsPath(path(gvr, namespace)...).
+		SpecificallyVersionedParams(&opts, metav1.ParameterCodec, parameterVersion)
+	if accept != "" {
+		r = r.SetHeader("Accept", accept)
+	}
+	return body(r.Do(ctx))
 }
 
 // body is r's body, or its error: the API server's Status as an
@@ -81,9 +94,12 @@ func body(r rest.Result) ([]byte, error) {
 
 // Versions lists gvr's objects in namespace with opts, and returns each
 // one's resourceVersion by its cache key (namespace/name, or name), the
-// list's resourceVersion, and its continue token.
+// list's resourceVersion, and its continue token. It asks for the
+// objects' metadata alone (a PartialObjectMetadataList), which the API
+// server encodes and sends without their spec and status, and reads a
+// whole list as well.
 func (c *Client) Versions(ctx context.Context, gvr schema.GroupVersionResource, namespace string, opts metav1.ListOptions, versions map[string]string) (listRV, next string, err error) {
-	b, err := c.listJSON(ctx, gvr, namespace, opts)
+	b, err := c.listAs(ctx, gvr, namespace, opts, metadataOnly)
 	if err != nil {
 		return "", "", err
 	}
