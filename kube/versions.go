@@ -28,7 +28,8 @@ import (
 // converted by the API server, which calls the App's conversion webhook
 // (Resource.Conversion gives conversion.Handler what it serves). It is
 // also the storage version, as the hub usually is, unless a Version's
-// Storage says otherwise.
+// Storage says otherwise. A Version has the Resource's group, kind, scope
+// and names: versions of one resource can't disagree on them.
 type Version[Spec, Status any] struct {
 	name     string
 	made     bool // made by NewVersion, not a zero Version
@@ -284,7 +285,7 @@ func (r Resource[Spec, Status]) versionedCRD() (*apiextensionsv1.CustomResourceD
 	if len(r.Versions) == 0 {
 		errs = append(errs, errors.New("kube: Resource.ConversionWebhook is set, but the Resource has no Versions to convert"))
 	}
-	hubShape, _ := crdschema.CRD(shapeOf(r.OmitUpstreamDescriptions, r.EmbeddedObjectMeta, reflect.TypeFor[Spec](), reflect.TypeFor[Status](), reflect.TypeFor[Object[Spec, Status]]()))
+	var hubShape *apiextensionsv1.CustomResourceDefinition // reflected once a version needs it
 
 	seen := map[string]string{r.Version: "the Resource's own Version"}
 	var versions []apiextensionsv1.CustomResourceDefinitionVersion
@@ -311,6 +312,9 @@ func (r Resource[Spec, Status]) versionedCRD() (*apiextensionsv1.CustomResourceD
 			continue
 		}
 		if v.identity {
+			if hubShape == nil {
+				hubShape, _ = crdschema.CRD(shapeOf(r.OmitUpstreamDescriptions, r.EmbeddedObjectMeta, reflect.TypeFor[Spec](), reflect.TypeFor[Status](), reflect.TypeFor[Object[Spec, Status]]()))
+			}
 			if shape, err := crdschema.CRD(shapeOf(r.OmitUpstreamDescriptions, r.EmbeddedObjectMeta, v.spec, v.status, v.object)); err == nil && hubShape != nil && !sameShape(hubShape, shape) {
 				errs = append(errs, fmt.Errorf("%s has no conversion functions, so it must encode as the hub %s does, but its Spec %s or Status %s has other fields or types than %s's: give NewVersion its toHub and fromHub", at, r.Version, v.spec, v.status, r.Version))
 			}
