@@ -1,16 +1,12 @@
 package kube
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
-	"slices"
-	"strings"
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/yaml"
+
+	"github.com/z5labs/humus/kube/internal/admissionpolicy"
 )
 
 // AdmissionPolicy is a ValidatingAdmissionPolicy of a Resource's objects
@@ -96,138 +92,16 @@ type AdmissionValidation struct {
 // ParamKind without a ParamRef or the other way round, a ParamRef with
 // neither name nor selector or with an unknown ParameterNotFoundAction.
 func (r Resource[Spec, Status]) ValidatingAdmissionPolicy(p AdmissionPolicy) (*admissionregistrationv1.ValidatingAdmissionPolicy, *admissionregistrationv1.ValidatingAdmissionPolicyBinding, error) {
-	var errs []error
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
-	if p.Name == "" {
-		bad("the policy has no name")
-	} else if msgs := validation.IsDNS1123Subdomain(p.Name); len(msgs) > 0 {
-		bad("the policy's name %q: %s", p.Name, strings.Join(msgs, "; "))
-	}
-	if r.Version == "" || r.Plural == "" {
-		bad("the resource has no version or plural (Group %q, Version %q, Plural %q)", r.Group, r.Version, r.Plural)
-	}
-
-	ops := p.Operations
-	if len(ops) == 0 {
-		ops = []admissionregistrationv1.OperationType{admissionregistrationv1.Create, admissionregistrationv1.Update}
-	}
-	for i, op := range ops {
-		switch op {
-		case admissionregistrationv1.Create, admissionregistrationv1.Update, admissionregistrationv1.Delete,
-			admissionregistrationv1.Connect, admissionregistrationv1.OperationAll:
-		default:
-			bad("operation %d, %q: not CREATE, UPDATE, DELETE, CONNECT or *", i, op)
-		}
-		if slices.Index(ops, op) < i {
-			bad("operation %d, %q: given twice", i, op)
-		}
-	}
-
-	if len(p.Validations) == 0 {
-		bad("the policy has no validations")
-	}
-	vals := make([]admissionregistrationv1.Validation, 0, len(p.Validations))
+	vals := make([]admissionpolicy.Validation, len(p.Validations))
 	for i, v := range p.Validations {
-		if strings.TrimSpace(v.Expression) == "" {
-			bad("validation %d: empty expression", i)
-		}
-		switch v.Reason {
-		case "", metav1.StatusReasonUnauthorized, metav1.StatusReasonForbidden,
-			metav1.StatusReasonInvalid, metav1.StatusReasonRequestEntityTooLarge:
-		default:
-			bad("validation %d: reason %q: not Unauthorized, Forbidden, Invalid or RequestEntityTooLarge", i, v.Reason)
-		}
-		val := admissionregistrationv1.Validation{
-			Expression:        v.Expression,
-			Message:           v.Message,
-			MessageExpression: v.MessageExpression,
-		}
-		if v.Reason != "" {
-			val.Reason = &v.Reason
-		}
-		vals = append(vals, val)
+		vals[i] = admissionpolicy.Validation(v)
 	}
-
-	fp := p.FailurePolicy
-	switch fp {
-	case "":
-		fp = admissionregistrationv1.Fail
-	case admissionregistrationv1.Fail, admissionregistrationv1.Ignore:
-	default:
-		bad("failure policy %q: not Fail or Ignore", fp)
-	}
-
-	actions := p.ValidationActions
-	if len(actions) == 0 {
-		actions = []admissionregistrationv1.ValidationAction{admissionregistrationv1.Deny}
-	}
-	for i, a := range actions {
-		switch a {
-		case admissionregistrationv1.Deny, admissionregistrationv1.Warn, admissionregistrationv1.Audit:
-		default:
-			bad("validation action %d, %q: not Deny, Warn or Audit", i, a)
-		}
-		if slices.Index(actions, a) < i {
-			bad("validation action %d, %q: given twice", i, a)
-		}
-	}
-	if slices.Contains(actions, admissionregistrationv1.Deny) && slices.Contains(actions, admissionregistrationv1.Warn) {
-		bad("validation actions Deny and Warn together: a denied request has no warning to return")
-	}
-
-	switch {
-	case p.ParamKind != nil && p.ParamRef == nil:
-		bad("a ParamKind without a ParamRef: the binding names no parameter object")
-	case p.ParamKind == nil && p.ParamRef != nil:
-		bad("a ParamRef without a ParamKind: the policy reads no parameter kind")
-	}
-	if k := p.ParamKind; k != nil && (k.APIVersion == "" || k.Kind == "") {
-		bad("ParamKind %+v: needs both APIVersion and Kind", *k)
-	}
-	if ref := p.ParamRef; ref != nil {
-		if (ref.Name == "") == (ref.Selector == nil) {
-			bad("ParamRef: give either a name or a selector")
-		}
-		switch a := ref.ParameterNotFoundAction; {
-		case a == nil:
-			bad("ParamRef: no ParameterNotFoundAction (Allow or Deny)")
-		case *a != admissionregistrationv1.AllowAction && *a != admissionregistrationv1.DenyAction:
-			bad("ParamRef: ParameterNotFoundAction %q: not Allow or Deny", *a)
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	policy, binding, err := admissionpolicy.Build(admissionpolicy.Policy{
+		Name: p.Name, Operations: p.Operations, Validations: vals, FailurePolicy: p.FailurePolicy,
+		ValidationActions: p.ValidationActions, ParamKind: p.ParamKind, ParamRef: p.ParamRef,
+	}, r.Group, r.Version, r.Plural)
+	if err != nil {
 		return nil, nil, fmt.Errorf("kube: the admission policy %q of %s: %w", p.Name, r.Plural, err)
-	}
-
-	policy := &admissionregistrationv1.ValidatingAdmissionPolicy{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicy"},
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicySpec{
-			ParamKind: p.ParamKind,
-			MatchConstraints: &admissionregistrationv1.MatchResources{
-				ResourceRules: []admissionregistrationv1.NamedRuleWithOperations{{
-					RuleWithOperations: admissionregistrationv1.RuleWithOperations{
-						Operations: ops,
-						Rule: admissionregistrationv1.Rule{
-							APIGroups:   []string{r.Group},
-							APIVersions: []string{r.Version},
-							Resources:   []string{r.Plural},
-						},
-					},
-				}},
-			},
-			Validations:   vals,
-			FailurePolicy: &fp,
-		},
-	}
-	binding := &admissionregistrationv1.ValidatingAdmissionPolicyBinding{
-		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingAdmissionPolicyBinding"},
-		ObjectMeta: metav1.ObjectMeta{Name: p.Name},
-		Spec: admissionregistrationv1.ValidatingAdmissionPolicyBindingSpec{
-			PolicyName:        p.Name,
-			ParamRef:          p.ParamRef,
-			ValidationActions: actions,
-		},
 	}
 	return policy, binding, nil
 }
@@ -241,28 +115,9 @@ func (r Resource[Spec, Status]) ValidatingAdmissionPolicyYAML(p AdmissionPolicy)
 	if err != nil {
 		return nil, err
 	}
-	var out []byte
-	for i, obj := range []any{policy, binding} {
-		b, err := json.Marshal(obj)
-		if err != nil {
-			return nil, fmt.Errorf("kube: the admission policy %q of %s: %w", p.Name, r.Plural, err)
-		}
-		var fields map[string]json.RawMessage
-		if err := json.Unmarshal(b, &fields); err != nil {
-			return nil, fmt.Errorf("kube: the admission policy %q of %s: %w", p.Name, r.Plural, err)
-		}
-		delete(fields, "status")
-		if b, err = json.Marshal(fields); err != nil {
-			return nil, fmt.Errorf("kube: the admission policy %q of %s: %w", p.Name, r.Plural, err)
-		}
-		y, err := yaml.JSONToYAML(b)
-		if err != nil {
-			return nil, fmt.Errorf("kube: the admission policy %q of %s: %w", p.Name, r.Plural, err)
-		}
-		if i > 0 {
-			out = append(out, "---\n"...)
-		}
-		out = append(out, y...)
+	out, err := admissionpolicy.YAML(policy, binding)
+	if err != nil {
+		return nil, fmt.Errorf("kube: the admission policy %q of %s: %w", p.Name, r.Plural, err)
 	}
 	return out, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/throttle"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
@@ -733,7 +734,7 @@ func TestNilTelemetryRecordsNothingAndNeedsNoGlobals(t *testing.T) {
 	})
 	require.NoError(t, err)
 	require.IsType(t, writeHookTransport{}, client.transport.RoundTripper, "no-op providers: no otelhttp")
-	require.IsType(t, &congestion{}, client.transport.RoundTripper.(writeHookTransport).next)
+	require.IsType(t, &throttle.Window{}, client.transport.RoundTripper.(writeHookTransport).next)
 }
 
 func TestAClientAsksForGzipOnlyWithCompression(t *testing.T) {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/z5labs/humus/kube/internal/objcache"
+	"github.com/z5labs/humus/kube/internal/watchhealth"
 	"runtime"
 	"strings"
 	"syscall"
@@ -359,7 +360,7 @@ func BenchmarkCacheWithALabelSelector(b *testing.B) {
 				var before, after runtime.MemStats
 				runtime.GC()
 				runtime.ReadMemStats(&before)
-				inf, err := newResourceInformer(clients{dynamic: client}, newWatchHealth(gvr.String(), time.Minute, nil), gvr, "bench", selectors{label: selector}, 0)
+				inf, err := newResourceInformer(clients{dynamic: client}, watchhealth.New(gvr.String(), time.Minute, nil), gvr, "bench", selectors{label: selector}, 0)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/z5labs/humus/kube/internal/objcache"
+	"github.com/z5labs/humus/kube/internal/watchhealth"
 )
 
 // The Controller's informers are client-go's dynamicinformer and
@@ -37,7 +38,7 @@ func (s selectors) setOn(o *metav1.ListOptions) {
 // cl.dynamic, whose unstructured objects its transform makes
 // cachedObjects, when cl.cached is nil (client-go's fakes). A resync of 0
 // never resyncs. Its lists and watches are recorded in h, unless h is nil.
-func newResourceInformer(cl clients, h *watchHealth, gvr schema.GroupVersionResource, namespace string, sel selectors, resync time.Duration) (cache.SharedIndexInformer, error) {
+func newResourceInformer(cl clients, h *watchhealth.Health, gvr schema.GroupVersionResource, namespace string, sel selectors, resync time.Duration) (cache.SharedIndexInformer, error) {
 	opts := cache.SharedIndexInformerOptions{ResyncPeriod: resync, ObjectDescription: gvr.String()}
 	if cc := cl.cached; cc != nil {
 		return newInformer(cc, h,
@@ -59,7 +60,7 @@ func newResourceInformer(cl clients, h *watchHealth, gvr schema.GroupVersionReso
 // object as transform returns it: compactMetadata for Owns, which keeps
 // only what Owns reads. Its lists and watches are recorded in h, unless h
 // is nil.
-func newMetadataInformer(client metadata.Interface, h *watchHealth, gvr schema.GroupVersionResource, namespace, selector string, transform cache.TransformFunc) (cache.SharedIndexInformer, error) {
+func newMetadataInformer(client metadata.Interface, h *watchhealth.Health, gvr schema.GroupVersionResource, namespace, selector string, transform cache.TransformFunc) (cache.SharedIndexInformer, error) {
 	ri := client.Resource(gvr).Namespace(namespace)
 	return newInformer(client, h, ri.List, ri.Watch, selectors{label: selector}, &metav1.PartialObjectMetadata{}, transform,
 		cache.SharedIndexInformerOptions{ObjectDescription: gvr.String() + " metadata"})
@@ -70,14 +71,14 @@ func newMetadataInformer(client metadata.Interface, h *watchHealth, gvr schema.G
 // where client supports them (cache.ToListWatcherWithWatchListSemantics),
 // and detached watches, which caches each object as transform returns it.
 // The outcome of each list and each watch's start is recorded in h
-// (watchHealth.called), and so is each watch's stop (watchHealth.closed),
+// (watchhealth.Health.Called), and so is each watch's stop (watchhealth.Health.Closed),
 // unless h is nil.
-func newInformer[L runtime.Object](client any, h *watchHealth, list func(context.Context, metav1.ListOptions) (L, error), start func(context.Context, metav1.ListOptions) (watch.Interface, error), sel selectors, obj runtime.Object, transform cache.TransformFunc, opts cache.SharedIndexInformerOptions) (cache.SharedIndexInformer, error) {
+func newInformer[L runtime.Object](client any, h *watchhealth.Health, list func(context.Context, metav1.ListOptions) (L, error), start func(context.Context, metav1.ListOptions) (watch.Interface, error), sel selectors, obj runtime.Object, transform cache.TransformFunc, opts cache.SharedIndexInformerOptions) (cache.SharedIndexInformer, error) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			sel.setOn(&o)
 			l, err := list(ctx, o)
-			h.called(ctx, err, false)
+			h.Called(ctx, err, false)
 			if err != nil {
 				return nil, err
 			}
@@ -86,11 +87,11 @@ func newInformer[L runtime.Object](client any, h *watchHealth, list func(context
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			sel.setOn(&o)
 			w, err := detachedWatch(start)(ctx, o)
-			h.called(ctx, err, true)
+			h.Called(ctx, err, true)
 			if err != nil || w == nil || h == nil {
 				return w, err
 			}
-			return &stopRecords{Interface: w, stop: func() { h.closed(ctx) }}, nil
+			return &stopRecords{Interface: w, stop: func() { h.Closed(ctx) }}, nil
 		},
 	}
 	// An informer made with nil Indexers panics in AddIndexers, which

@@ -10,13 +10,13 @@ import (
 	"sync"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/z5labs/humus/kube/internal/objcache"
 	"github.com/z5labs/humus/kube/internal/priorityqueue"
+	"github.com/z5labs/humus/kube/internal/watchhealth"
 )
 
 // informerSet is a controller's informers, the resource's and each owned
@@ -27,7 +27,7 @@ type informerSet struct {
 	resource cache.SharedIndexInformer
 	all      []cache.SharedIndexInformer
 	synced   []cache.DoneChecker
-	health   []*watchHealth // one per informer, in all's order
+	health   []*watchhealth.Health // one per informer, in all's order
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -41,7 +41,7 @@ func (c *Controller) startInformers(ctx context.Context, unserved chan<- error) 
 	cs := &informerSet{queue: c.newQueue()}
 	ctx, cs.cancel = context.WithCancel(ctx)
 
-	rw := newWatchHealth(c.gvr.String(), c.settings.WatchTimeout, func(err error) {
+	rw := watchhealth.New(c.gvr.String(), c.settings.WatchTimeout, func(err error) {
 		// Confirmed as at the start, with the resource's own error.
 		if err := c.checkServed(context.WithoutCancel(ctx)); err != nil {
 			select {
@@ -50,7 +50,7 @@ func (c *Controller) startInformers(ctx context.Context, unserved chan<- error) 
 			}
 		}
 	})
-	add := func(inf cache.SharedIndexInformer, err error, h *watchHealth, handler cache.ResourceEventHandler) error {
+	add := func(inf cache.SharedIndexInformer, err error, h *watchhealth.Health, handler cache.ResourceEventHandler) error {
 		if err != nil {
 			return err
 		}
@@ -70,7 +70,7 @@ func (c *Controller) startInformers(ctx context.Context, unserved chan<- error) 
 	}
 	errs := []error{add(cs.resource, err, rw, c.objectHandler(cs.queue))}
 	for _, o := range c.owns {
-		h := newWatchHealth(o.gvr.String(), c.settings.WatchTimeout, nil)
+		h := watchhealth.New(o.gvr.String(), c.settings.WatchTimeout, nil)
 		inf, err := newMetadataInformer(c.clients.metadata, h, o.gvr, ns, o.selector, objcache.CompactMetadata)
 		if err == nil {
 			c.publishInformer(o.gvr, inf)
@@ -117,8 +117,8 @@ func (cs *informerSet) waitCaughtUp(ctx context.Context, timeout time.Duration) 
 			if h == nil {
 				continue
 			}
-			if open, ch := h.open(); !open {
-				behind = append(behind, h.name)
+			if open, ch := h.Open(); !open {
+				behind = append(behind, h.Name())
 				changed = append(changed, ch)
 			}
 		}
@@ -139,7 +139,7 @@ func (cs *informerSet) stale() error {
 	var errs []error
 	for _, h := range cs.health {
 		if h != nil {
-			errs = append(errs, h.stale())
+			errs = append(errs, h.Stale())
 		}
 	}
 	return errors.Join(errs...)
@@ -153,136 +153,8 @@ func (cs *informerSet) stop() {
 	cs.wg.Wait()
 	for _, h := range cs.health {
 		if h != nil {
-			h.stop()
+			h.Stop()
 		}
-	}
-}
-
-// watchHealth is what an informer's lists and watches say of its cache:
-// whether its watch is open, since when it has been broken, and since when
-// its resource has been unserved (a list or watch answered NotFound, as
-// for a deleted CRD). client-go's reflector retries a refused watch
-// without telling its watch error handler, so the health is read from the
-// calls themselves: newInformer records each list, each watch start and
-// each watch stop in its informer's watchHealth. Only a watch started
-// opens it: a list that succeeds says the resource is served, but the
-// informer sees no change until its watch starts, and the watch after a
-// list can still be refused (after an API server's restart, one whose
-// watch cache is behind the list answers "Too large resource version"),
-// leaving the informer in backoff with the list's cache.
-type watchHealth struct {
-	name    string
-	timeout time.Duration
-	// onUnserved runs when the resource has stayed unserved for timeout;
-	// nil for an owned resource.
-	onUnserved func(error)
-
-	mu          sync.Mutex
-	up          bool
-	brokenSince time.Time // zero while up, or before the first call
-	changed     chan struct{}
-	unserved    *time.Timer // running while unserved
-	stopped     bool
-}
-
-func newWatchHealth(name string, timeout time.Duration, onUnserved func(error)) *watchHealth {
-	return &watchHealth{name: name, timeout: timeout, onUnserved: onUnserved, changed: make(chan struct{})}
-}
-
-// called records the outcome of a list or, if watch, a watch start. A nil
-// h records nothing.
-func (h *watchHealth) called(ctx context.Context, err error, watch bool) {
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.stopped || ctx.Err() != nil {
-		return // the informer stopping isn't its watch breaking
-	}
-	if err == nil {
-		if h.unserved != nil {
-			h.unserved.Stop()
-			h.unserved = nil
-		}
-		if watch {
-			h.set(true)
-		}
-		return
-	}
-	if h.up || h.brokenSince.IsZero() {
-		h.brokenSince = time.Now()
-	}
-	h.set(false)
-	if apierrors.IsNotFound(err) && h.onUnserved != nil && h.unserved == nil {
-		h.unserved = time.AfterFunc(h.timeout, func() {
-			h.mu.Lock()
-			still := h.unserved != nil && !h.stopped
-			h.mu.Unlock()
-			if still {
-				h.onUnserved(err)
-			}
-		})
-	}
-}
-
-// closed records that the informer's watch was stopped: unless the
-// informer itself is stopping (ctx ended), it has no watch until its next
-// list or watch succeeds, which client-go's reflector may start only after
-// its backoff. A nil h records nothing.
-func (h *watchHealth) closed(ctx context.Context) {
-	if h == nil {
-		return
-	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.stopped || ctx.Err() != nil || !h.up {
-		return
-	}
-	h.brokenSince = time.Now()
-	h.set(false)
-}
-
-func (h *watchHealth) set(up bool) {
-	if up {
-		h.brokenSince = time.Time{}
-	}
-	if h.up != up {
-		h.up = up
-		close(h.changed)
-		h.changed = make(chan struct{})
-	}
-}
-
-// open reports whether the watch is open, and returns a channel closed
-// when that changes.
-func (h *watchHealth) open() (bool, <-chan struct{}) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.up, h.changed
-}
-
-// stale returns an error if the watch has been broken for longer than
-// timeout.
-func (h *watchHealth) stale() error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.up || h.brokenSince.IsZero() {
-		return nil
-	}
-	if d := time.Since(h.brokenSince); d > h.timeout {
-		return fmt.Errorf("the cache of %s has had no watch for %v, longer than Settings.WatchTimeout %v", h.name, d.Truncate(time.Second), h.timeout)
-	}
-	return nil
-}
-
-func (h *watchHealth) stop() {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.stopped = true
-	if h.unserved != nil {
-		h.unserved.Stop()
-		h.unserved = nil
 	}
 }
 

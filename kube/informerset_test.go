@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/kube/internal/watchhealth"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -244,7 +245,7 @@ func TestAWatchIsOpenOnlyFromItsStartUntilItsStopNotOnAListThatSucceeds(t *testi
 			}
 			return true, w, err
 		})
-		h := newWatchHealth(widgetGVR.String(), 30*time.Second, nil)
+		h := watchhealth.New(widgetGVR.String(), 30*time.Second, nil)
 		inf, err := newResourceInformer(clients{dynamic: f.dynamic}, h, widgetGVR, "", selectors{}, 0)
 		require.NoError(t, err)
 		ctx, cancel := context.WithCancel(context.Background())
@@ -252,13 +253,13 @@ func TestAWatchIsOpenOnlyFromItsStartUntilItsStopNotOnAListThatSucceeds(t *testi
 		go func() { defer close(done); inf.RunWithContext(ctx) }()
 		synctest.Wait()
 		require.True(t, inf.HasSynced(), "the list is stored")
-		open, _ := h.open()
+		open, _ := h.Open()
 		require.False(t, open, "open with its list stored and its watch refused")
 
 		refuse.Store(false)
 		time.Sleep(2 * time.Minute) // past client-go's backoff, 30s at most jittered up to twice
 		synctest.Wait()
-		open, _ = h.open()
+		open, _ = h.Open()
 		require.True(t, open, "open once its watch has started")
 
 		// The watch ends, as when the API server goes away, and the next
@@ -270,18 +271,18 @@ func TestAWatchIsOpenOnlyFromItsStartUntilItsStopNotOnAListThatSucceeds(t *testi
 		}
 		mu.Unlock()
 		synctest.Wait()
-		open, _ = h.open()
+		open, _ = h.Open()
 		require.False(t, open, "open after its watch ended")
 
 		// The informer's own stop is not its watch breaking.
 		refuse.Store(false)
 		time.Sleep(2 * time.Minute)
 		synctest.Wait()
-		open, _ = h.open()
+		open, _ = h.Open()
 		require.True(t, open, "open once its watch has started again")
 		cancel()
 		<-done
-		open, _ = h.open()
+		open, _ = h.Open()
 		require.True(t, open, "the informer's stop recorded as its watch breaking")
 	})
 }

@@ -13,6 +13,8 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 	"golang.org/x/net/http2"
+
+	"github.com/z5labs/humus/kube/internal/throttle"
 )
 
 // The transport's settings, and where each comes from. client-go reads the
@@ -49,7 +51,7 @@ const (
 //     background Lease, Event or review request (background.go);
 //   - the bearer token from Connection.Token (token.go);
 //   - a congestion window that adapts to the API server's 429 answers,
-//     which the Lease's requests and watches skip (throttle.go);
+//     which the Lease's requests and watches skip (internal/throttle);
 //   - a net/http Transport that dials s.Host.Dial, runs TLS with a clone of
 //     Connection.TLS whose ServerName defaults to Server's host, has no
 //     proxy, asks for gzip only with Connection.Compression, and speaks
@@ -111,7 +113,7 @@ func newTransport(s *humus.Setup, c Connection) (*transport, error) {
 
 	t := &transport{base: base, h2: h2}
 	tel := s.Telemetry.WithNoops()
-	var next http.RoundTripper = newCongestion(base)
+	var next http.RoundTripper = throttle.New(base, isWatch)
 	if c.Token != nil {
 		t.tokens = newTokenSource(c.Token, tel.LoggerProvider.Logger(instrumentationScope))
 		next = &bearer{tokens: t.tokens, next: next}

@@ -1,4 +1,4 @@
-package kube
+package throttle
 
 import (
 	"context"
@@ -138,7 +138,7 @@ func TestTheWorkersBackOffOn429BeforeTheLeaseDoes(t *testing.T) {
 	t.Run("WithTheWindowNoLeaseRequestIsRefused", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			srv := newSqueezedServer(10 * time.Millisecond)
-			squeeze(t, newCongestion(srv))
+			squeeze(t, New(srv, isWatch))
 			refused, total := srv.refused("lease")
 			workRefused, work := srv.refused("work")
 			t.Logf("Lease requests refused: %d of %d; the workers': %d of %d", refused, total, workRefused, work)
@@ -161,7 +161,7 @@ func TestTheWindowHalvesOn429AndGrowsBackAfter10sByOneASecond(t *testing.T) {
 			}
 			return &http.Response{StatusCode: code, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 		})
-		c := newCongestion(next)
+		c := New(next, isWatch)
 		send := func() {
 			req, _ := http.NewRequest(http.MethodGet, "https://api/api/v1/namespaces/ns/configmaps/c", nil)
 			if resp, err := c.RoundTrip(req); err == nil {
@@ -256,7 +256,7 @@ func TestALeaseRequestsTooManyRequestsShrinksTheWindow(t *testing.T) {
 			}
 			return &http.Response{StatusCode: code, Body: io.NopCloser(strings.NewReader("")), Request: r}, nil
 		})
-		c := newCongestion(next)
+		c := New(next, isWatch)
 		var wg sync.WaitGroup
 		for range 4 {
 			wg.Go(func() {
@@ -285,3 +285,7 @@ func TestALeaseRequestsTooManyRequestsShrinksTheWindow(t *testing.T) {
 type roundTripFunc func(*http.Request) (*http.Response, error)
 
 func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// isWatch is package kube's test of a watch, as far as these tests send
+// one: a watch query parameter of true.
+func isWatch(r *http.Request) bool { return r.URL.Query().Get("watch") == "true" }

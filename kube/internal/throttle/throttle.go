@@ -1,4 +1,14 @@
-package kube
+// Package throttle is the Client transport's congestion window: a layer
+// that limits how many requests are in flight at once, and adapts that
+// limit to the API server's 429 Too Many Requests answers as TCP does its
+// congestion window, so that a controller's workers can't starve its own
+// Lease renewals.
+//
+// It owns Window and New. Its invariants: a watch and a request on Leases
+// (coordination.k8s.io) never wait; before any 429 nothing waits; a
+// request that waits does so in its own context, and one whose context
+// ends gives its room on.
+package throttle
 
 import (
 	"context"
@@ -37,12 +47,13 @@ const (
 	congestionGrowth = time.Second
 )
 
-// congestion is the transport's layer that limits how many requests, other
+// Window is the transport's layer that limits how many requests, other
 // than the Lease's and watches, are in flight at once, and adapts that
 // limit to the API server's 429 answers as TCP does its congestion window:
 // each 429, to a Lease request too, halves the limit, down to the requests
-// in flight when it came and at least one; congestionHold after the last 429, and then every
-// congestionGrowth without one, it grows by one, up to congestionMax.
+// in flight when it came and at least one; congestionHold after the last
+// 429, and then every congestionGrowth without one, it grows by one, up to
+// congestionMax.
 // Before any 429 it limits nothing.
 //
 // A request over the limit waits, in its own context, for one in flight to
@@ -53,9 +64,10 @@ const (
 // here: a request on Leases (coordination.k8s.io), the leader's and a shard
 // member's, and a watch, which APF doesn't hold a seat for once it has
 // started, pass straight through.
-type congestion struct {
-	next http.RoundTripper
-	now  func() time.Time
+type Window struct {
+	next    http.RoundTripper
+	isWatch func(*http.Request) bool
+	now     func() time.Time
 
 	mu       sync.Mutex
 	limit    int
@@ -64,12 +76,18 @@ type congestion struct {
 	waiting  []chan struct{} // requests waiting for room, in arrival order
 }
 
-func newCongestion(next http.RoundTripper) *congestion {
-	return &congestion{next: next, now: time.Now, limit: congestionMax}
+// New returns a Window over next, which limits nothing until the API
+// server answers 429; isWatch reports a watch, which passes straight
+// through.
+func New(next http.RoundTripper, isWatch func(*http.Request) bool) *Window {
+	return &Window{next: next, isWatch: isWatch, now: time.Now, limit: congestionMax}
 }
 
-func (c *congestion) RoundTrip(r *http.Request) (*http.Response, error) {
-	if isWatch(r) {
+// RoundTrip sends r through the window: a watch or a Lease request at
+// once, any other once the window has room, or an error wrapping
+// context.Cause if r's context ends first.
+func (c *Window) RoundTrip(r *http.Request) (*http.Response, error) {
+	if c.isWatch(r) {
 		return c.next.RoundTrip(r)
 	}
 	if isLease(r) {
@@ -97,7 +115,7 @@ func (c *congestion) RoundTrip(r *http.Request) (*http.Response, error) {
 }
 
 // acquire waits for room in the window, or for ctx to end.
-func (c *congestion) acquire(ctx context.Context) error {
+func (c *Window) acquire(ctx context.Context) error {
 	c.mu.Lock()
 	c.growLocked()
 	if c.inFlight < c.limit && len(c.waiting) == 0 {
@@ -129,7 +147,7 @@ func (c *congestion) acquire(ctx context.Context) error {
 
 // release ends a request, which the API server answered 429 if throttled,
 // and lets the next waiting ones in while there is room.
-func (c *congestion) release(throttled bool) {
+func (c *Window) release(throttled bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if throttled {
@@ -142,14 +160,14 @@ func (c *congestion) release(throttled bool) {
 
 // shrinkLocked halves the window on a 429, from the requests in flight
 // if fewer, down to one, and holds it so for congestionHold.
-func (c *congestion) shrinkLocked(inFlight int) {
+func (c *Window) shrinkLocked(inFlight int) {
 	c.limit = max(1, min(c.limit, inFlight)/2)
 	c.grown = c.now().Add(congestionHold - congestionGrowth)
 }
 
 // growLocked raises the window by one for each congestionGrowth since it
 // last grew, or since congestionHold after it last shrank.
-func (c *congestion) growLocked() {
+func (c *Window) growLocked() {
 	if c.limit >= congestionMax {
 		return
 	}
@@ -161,7 +179,7 @@ func (c *congestion) growLocked() {
 }
 
 // wakeLocked lets waiting requests in while the window has room.
-func (c *congestion) wakeLocked() {
+func (c *Window) wakeLocked() {
 	for len(c.waiting) > 0 && c.inFlight < c.limit {
 		c.inFlight++
 		close(c.waiting[0])
@@ -184,4 +202,19 @@ func isLease(r *http.Request) bool {
 		resource = segment(p, 5)
 	}
 	return resource == "leases"
+}
+
+// segment is the i-th /-separated segment of p, from 0, or "".
+func segment(p string, i int) string {
+	for ; i > 0; i-- {
+		j := strings.IndexByte(p, '/')
+		if j < 0 {
+			return ""
+		}
+		p = p[j+1:]
+	}
+	if j := strings.IndexByte(p, '/'); j >= 0 {
+		return p[:j]
+	}
+	return p
 }
