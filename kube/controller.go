@@ -185,8 +185,13 @@ func newController[Spec, Status any](s *humus.Setup, cl clients, clErr error, se
 	p, err := collectParts[Object[Spec, Status]](parts)
 	errs = append(errs, err)
 
+	// With StatusConventions, its error is CRD's, joined above.
+	conv, _ := newStatusConventions(r)
 	t := objectType[Object[Spec, Status]]{
-		callReconciler: func(ctx context.Context, obj Object[Spec, Status]) (time.Duration, any, error) {
+		callReconciler: func(ctx context.Context, obj Object[Spec, Status], before []byte) (time.Duration, any, error) {
+			if conv != nil {
+				return conv.reconcile(ctx, rec, obj, before)
+			}
 			res, err := rec.Reconcile(ctx, obj)
 			if res.Status == nil {
 				return res.After, nil, err

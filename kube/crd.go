@@ -6,6 +6,7 @@ package kube
 //go:generate go -C internal/controlplanetests run ./cmd/upstreamgen -o ../upstream/types.json.gz
 
 import (
+	"errors"
 	"reflect"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -155,7 +156,7 @@ func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition
 	for i, f := range r.SelectableFields {
 		selectable[i] = f.s
 	}
-	return crdschema.CRD(crdschema.Resource{
+	crd, err := crdschema.CRD(crdschema.Resource{
 		Group: r.Group, Version: r.Version, Kind: r.Kind, Plural: r.Plural, Scope: string(r.Scope),
 		Singular: r.Singular, ShortNames: r.ShortNames, Categories: r.Categories,
 		Annotations: r.Annotations, Labels: r.Labels,
@@ -164,4 +165,17 @@ func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition
 		EmbeddedObjectMeta: r.EmbeddedObjectMeta,
 		Spec:               reflect.TypeFor[Spec](), Status: reflect.TypeFor[Status](), Object: reflect.TypeFor[Object[Spec, Status]](),
 	})
+	if !r.StatusConventions {
+		return crd, err
+	}
+	// StatusConventions (conditions.go): the Status must hold its fields,
+	// and the CRD defaults status.observedGeneration to 0.
+	_, _, convErr := statusFields(reflect.TypeFor[Status]())
+	if err != nil || convErr != nil {
+		return nil, errors.Join(err, convErr)
+	}
+	if err := defaultStatus[Status](crd); err != nil {
+		return nil, err
+	}
+	return crd, nil
 }
