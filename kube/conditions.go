@@ -40,6 +40,9 @@ const (
 	// ReasonRequeued: Ready False and Reconciling True, the reconcile
 	// succeeded and returned a positive Result.After.
 	ReasonRequeued = "Requeued"
+	// ReasonWaiting: Ready False and Reconciling True, the reconcile
+	// succeeded and returned a Result.Waiting.
+	ReasonWaiting = "Waiting"
 	// ReasonTerminalError: Ready False and Stalled True, the reconcile
 	// returned an error marked with Terminal.
 	ReasonTerminalError = "TerminalError"
@@ -224,21 +227,29 @@ func (sc *statusConventions[Spec, Status]) remember(st *Status) conventionsMemo 
 func (sc *statusConventions[Spec, Status]) reconcile(ctx context.Context, rec Reconciler[Spec, Status], obj Object[Spec, Status], before []byte) (time.Duration, any, error) {
 	memo := sc.remember(&obj.Status)
 	res, err := rec.Reconcile(ctx, obj)
-	st, err := sc.conclude(obj.Generation, before, memo, res.Status, res.After, err)
+	st, err := sc.conclude(obj.Generation, before, memo, res.Status, outcome{after: res.After, waiting: res.Waiting, err: err})
 	if st == nil {
 		return res.After, nil, err
 	}
 	return res.After, st, err
 }
 
-// conclude returns the status to apply after a reconcile of obj, of
+// outcome is how a reconcile ended, as the status conventions read it:
+// its Result's After and Waiting, and its error.
+type outcome struct {
+	after   time.Duration
+	waiting string
+	err     error
+}
+
+// conclude returns the status to apply after a reconcile of an object of
 // generation generation, whose status before it ran was before (its JSON)
-// and memo, and that returned status (a *Status, or nil to keep the
-// object's), after and err: the Reconciler's status with kube's fields
-// set by the outcome (see Resource.StatusConventions), and err, joined
-// with a Terminal error if the Reconciler set one of kube's conditions
-// itself.
-func (sc *statusConventions[Spec, Status]) conclude(generation int64, before []byte, memo conventionsMemo, status *Status, after time.Duration, err error) (*Status, error) {
+// and memo, and that returned status (nil to keep the object's) and out:
+// the Reconciler's status with kube's fields set by the outcome (see
+// Resource.StatusConventions), and out's error, joined with a Terminal
+// error if the Reconciler set one of kube's fields itself.
+func (sc *statusConventions[Spec, Status]) conclude(generation int64, before []byte, memo conventionsMemo, status *Status, out outcome) (*Status, error) {
+	err := out.err
 	st := status
 	if st == nil {
 		// The object's status as it was: the Reconciler may have changed
@@ -290,7 +301,10 @@ func (sc *statusConventions[Spec, Status]) conclude(generation int64, before []b
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonReconcileFailed, conditionMessage(err)
 		reconciling = &metav1.Condition{Type: ConditionReconciling, Status: metav1.ConditionTrue, Reason: ReasonReconcileFailed, Message: "retrying after the error: " + ready.Message, ObservedGeneration: generation}
 		reconciling.Message = truncateMessage(reconciling.Message)
-	case after > 0:
+	case out.waiting != "":
+		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonWaiting, truncateMessage(out.waiting)
+		reconciling = &metav1.Condition{Type: ConditionReconciling, Status: metav1.ConditionTrue, Reason: ReasonWaiting, Message: ready.Message, ObservedGeneration: generation}
+	case out.after > 0:
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonRequeued, "the Reconciler asked to reconcile again after a while (Result.After)"
 		reconciling = &metav1.Condition{Type: ConditionReconciling, Status: metav1.ConditionTrue, Reason: ReasonRequeued, Message: ready.Message, ObservedGeneration: generation}
 	default:
