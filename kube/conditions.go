@@ -153,8 +153,10 @@ func newStatusConventions[Spec, Status any](r Resource[Spec, Status]) (*statusCo
 	return &statusConventions[Spec, Status]{kind: r.Kind, conditions: conditions, generation: generation}, nil
 }
 
-// defaultStatus gives the CRD's status the default its zero Status encodes
-// to, with observedGeneration 0, so that the API server serves every
+// defaultStatus gives the status of the CRD's version, the Resource's own
+// (whose Go type is Status; another version's status is its conversion's),
+// the default its zero Status encodes to, with observedGeneration 0, so
+// that the API server serves every
 // object whose controller hasn't written its status yet with
 // status.observedGeneration 0, behind its metadata.generation, 1 or more:
 // kstatus reads it as InProgress, kubectl wait --for=condition=Ready waits
@@ -162,7 +164,7 @@ func newStatusConventions[Spec, Status any](r Resource[Spec, Status]) (*statusCo
 // creation, before the controller has even seen it. The API server
 // applies a default on every read of an object that lacks the field,
 // and a create drops the status the request carries.
-func defaultStatus[Status any](crd *apiextensionsv1.CustomResourceDefinition) error {
+func defaultStatus[Status any](crd *apiextensionsv1.CustomResourceDefinition, version string) error {
 	var zero Status
 	b, err := json.Marshal(zero)
 	if err != nil {
@@ -184,7 +186,7 @@ func defaultStatus[Status any](crd *apiextensionsv1.CustomResourceDefinition) er
 	}
 	for i := range crd.Spec.Versions {
 		s := crd.Spec.Versions[i].Schema
-		if s == nil || s.OpenAPIV3Schema == nil {
+		if crd.Spec.Versions[i].Name != version || s == nil || s.OpenAPIV3Schema == nil {
 			continue
 		}
 		st, ok := s.OpenAPIV3Schema.Properties["status"]

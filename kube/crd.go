@@ -16,7 +16,8 @@ import (
 
 // CRD returns the resource's CustomResourceDefinition: one version, served
 // and stored, with the status subresource, and a schema reflected from Spec
-// and Status and constrained by Rules.
+// and Status and constrained by Rules. With Versions, it has every version,
+// and spec.conversion, as Versions describes.
 //
 // The CRD is named <Plural>.<Group>. Its singular name is Singular, or
 // Kind in lower case, its list kind is Kind with List after it, and it has
@@ -144,6 +145,31 @@ import (
 // CRD doesn't compile CEL rules: the API server does when the CRD is
 // applied.
 func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition, error) {
+	var crd *apiextensionsv1.CustomResourceDefinition
+	var err error
+	if r.versioned() {
+		crd, err = r.versionedCRD()
+	} else {
+		crd, err = crdschema.CRD(r.schemaResource())
+	}
+	if !r.StatusConventions {
+		return crd, err
+	}
+	// StatusConventions (conditions.go): the Status must hold its fields,
+	// and the CRD defaults the status of its own Version to
+	// observedGeneration 0.
+	_, _, convErr := statusFields(reflect.TypeFor[Status]())
+	if err != nil || convErr != nil {
+		return nil, errors.Join(err, convErr)
+	}
+	if err := defaultStatus[Status](crd, r.Version); err != nil {
+		return nil, err
+	}
+	return crd, nil
+}
+
+// schemaResource is r as crdschema reflects it, its own version alone.
+func (r Resource[Spec, Status]) schemaResource() crdschema.Resource {
 	rules := make([]crdschema.Rules, len(r.Rules))
 	for i, tr := range r.Rules {
 		rules[i] = tr.r
@@ -156,7 +182,7 @@ func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition
 	for i, f := range r.SelectableFields {
 		selectable[i] = f.s
 	}
-	crd, err := crdschema.CRD(crdschema.Resource{
+	return crdschema.Resource{
 		Group: r.Group, Version: r.Version, Kind: r.Kind, Plural: r.Plural, Scope: string(r.Scope),
 		Singular: r.Singular, ShortNames: r.ShortNames, Categories: r.Categories,
 		Annotations: r.Annotations, Labels: r.Labels,
@@ -164,18 +190,5 @@ func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition
 		Description: r.Description, OmitUpstreamDescriptions: r.OmitUpstreamDescriptions,
 		EmbeddedObjectMeta: r.EmbeddedObjectMeta,
 		Spec:               reflect.TypeFor[Spec](), Status: reflect.TypeFor[Status](), Object: reflect.TypeFor[Object[Spec, Status]](),
-	})
-	if !r.StatusConventions {
-		return crd, err
 	}
-	// StatusConventions (conditions.go): the Status must hold its fields,
-	// and the CRD defaults status.observedGeneration to 0.
-	_, _, convErr := statusFields(reflect.TypeFor[Status]())
-	if err != nil || convErr != nil {
-		return nil, errors.Join(err, convErr)
-	}
-	if err := defaultStatus[Status](crd); err != nil {
-		return nil, err
-	}
-	return crd, nil
 }

@@ -89,6 +89,19 @@ type Resource[Spec, Status any] struct {
 	// and so are apiVersion's and kind's. false, the default, keeps them.
 	OmitUpstreamDescriptions bool
 
+	// Versions are the resource's other versions, besides Version, each
+	// with its own Go types and conversions to and from Object[Spec,
+	// Status], made with NewVersion (see Version). Version is the
+	// conversion hub, and the one the Controller watches and its
+	// Reconciler sees; it is also the storage version, unless one of
+	// Versions is. Nil, the default, is a resource of one version.
+	Versions []Version[Spec, Status]
+
+	// ConversionWebhook is where the API server sends the ConversionReviews
+	// of a resource whose Versions convert through a webhook: the App's
+	// Service, or a URL for a local run. See WebhookClient.
+	ConversionWebhook WebhookClient
+
 	// StatusConventions has the controller write the status fields that
 	// Flux (kstatus), Argo CD and kubectl wait read, so that the
 	// Reconciler needn't: status.observedGeneration, and the conditions
@@ -96,13 +109,13 @@ type Resource[Spec, Status any] struct {
 	// observedGeneration, set by each reconcile's outcome, beside the
 	// Reconciler's status in the same apply, applied only when they
 	// change. Ready is True after a reconcile that succeeded with no
-	// Result.After; False with Reconciling True after one that returned
-	// a positive After (ReasonRequeued) or an error being retried
-	// (ReasonReconcileFailed); and False with Stalled True after an error
-	// marked with Terminal (ReasonTerminalError), which isn't retried.
-	// The CRD defaults status.observedGeneration to 0, so an object
-	// reads as in progress from its creation until its first reconcile
-	// is done. Status must be a struct with a []metav1.Condition encoded
+	// Result.Waiting or Result.After; False with Reconciling True after
+	// one that returned a Waiting (ReasonWaiting), a positive After
+	// (ReasonRequeued) or an error being retried (ReasonReconcileFailed);
+	// and False with Stalled True after an error marked with Terminal
+	// (ReasonTerminalError), which isn't retried. The CRD defaults the
+	// status of Version to observedGeneration 0, so an object reads as
+	// in progress from its creation until its first reconcile is done. Status must be a struct with a []metav1.Condition encoded
 	// as conditions and an int64 encoded as observedGeneration; CRD, and
 	// so NewController, return an error otherwise. A Reconciler that sets
 	// Ready, Reconciling or Stalled itself, or an observedGeneration
