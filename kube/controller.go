@@ -49,6 +49,16 @@ type Result[Status any] struct {
 	// first. Zero waits for a change, or for the resync, and so does a
 	// negative After. An error's backoff takes its place.
 	After time.Duration
+
+	// Waiting, for a Resource with StatusConventions, says that the
+	// reconcile succeeded but the object isn't ready yet, and why, such
+	// as "1/3 replicas available": it waits on something whose change
+	// reconciles it again, such as an owned Deployment's status. kube
+	// then writes Ready False and Reconciling True, with ReasonWaiting and
+	// Waiting as their message, where kstatus, kubectl wait and Argo CD
+	// see the object in progress. "" is ready. A Resource without
+	// StatusConventions ignores it.
+	Waiting string
 }
 
 // Part is a part of a controller beyond its Reconciler: Owns, Watches or
@@ -186,8 +196,13 @@ func newController[Spec, Status any](s *humus.Setup, cl clients, clErr error, se
 	p, err := collectParts[Object[Spec, Status]](parts)
 	errs = append(errs, err)
 
+	// With StatusConventions, its error is CRD's, joined above.
+	conv, _ := newStatusConventions(r)
 	t := objectType[Object[Spec, Status]]{
-		callReconciler: func(ctx context.Context, obj Object[Spec, Status]) (time.Duration, any, error) {
+		callReconciler: func(ctx context.Context, obj Object[Spec, Status], before []byte) (time.Duration, any, error) {
+			if conv != nil {
+				return conv.reconcile(ctx, rec, obj, before)
+			}
 			res, err := rec.Reconcile(ctx, obj)
 			if res.Status == nil {
 				return res.After, nil, err

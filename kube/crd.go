@@ -6,6 +6,7 @@ package kube
 //go:generate go -C internal/controlplanetests run ./cmd/upstreamgen -o ../upstream/types.json.gz
 
 import (
+	"errors"
 	"reflect"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -144,10 +145,27 @@ import (
 // CRD doesn't compile CEL rules: the API server does when the CRD is
 // applied.
 func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition, error) {
+	var crd *apiextensionsv1.CustomResourceDefinition
+	var err error
 	if r.versioned() {
-		return r.versionedCRD()
+		crd, err = r.versionedCRD()
+	} else {
+		crd, err = crdschema.CRD(r.schemaResource())
 	}
-	return crdschema.CRD(r.schemaResource())
+	if !r.StatusConventions {
+		return crd, err
+	}
+	// StatusConventions (conditions.go): the Status must hold its fields,
+	// and the CRD defaults the status of its own Version to
+	// observedGeneration 0.
+	_, _, convErr := statusFields(reflect.TypeFor[Status]())
+	if err != nil || convErr != nil {
+		return nil, errors.Join(err, convErr)
+	}
+	if err := defaultStatus[Status](crd, r.Version); err != nil {
+		return nil, err
+	}
+	return crd, nil
 }
 
 // schemaResource is r as crdschema reflects it, its own version alone.

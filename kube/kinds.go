@@ -71,7 +71,7 @@ func newKindController[T any](s *humus.Setup, cl clients, clErr error, settings 
 	errs = append(errs, err)
 
 	t := objectType[T]{
-		callReconciler: func(ctx context.Context, obj T) (time.Duration, any, error) {
+		callReconciler: func(ctx context.Context, obj T, _ []byte) (time.Duration, any, error) {
 			after, err := rec.Reconcile(ctx, obj)
 			return after, nil, err
 		},

@@ -58,8 +58,8 @@ func (c *Controller) reconcile(ctx context.Context, queue workqueue.TypedRateLim
 
 // settle records the reconcile's outcome and settles key in the queue: a
 // recovered panic is recorded and not retried, an error is retried with
-// backoff, and a success forgets key's backoff and queues it again after
-// after, if after is positive. Both go through the outage, which holds
+// backoff unless it is Terminal, and a success forgets key's backoff and
+// queues it again after after, if after is positive. Both go through the outage, which holds
 // rather than backs off a key that failed as every key does while the API
 // server refuses the controller, and queues each again at once once a
 // reconcile succeeds after it (outage.go).
@@ -72,6 +72,15 @@ func (c *Controller) settle(ctx context.Context, queue workqueue.TypedRateLimiti
 		queue.Forget(key)
 		if c.outage != nil {
 			// A probe that panics fails on its own: another held key probes.
+			c.outage.reprobe(key)
+		}
+	case IsTerminal(err):
+		// As controller-runtime's reconcile.TerminalError: recorded, and
+		// not retried; and, as a panic, a probe that fails on its own.
+		rec.failed(ctx, err)
+		c.recordFailure(lister, key, err, false)
+		queue.Forget(key)
+		if c.outage != nil {
 			c.outage.reprobe(key)
 		}
 	case err != nil:
@@ -139,9 +148,10 @@ type typedReconciler interface {
 type objectType[T any] struct {
 	c *Controller // set by build
 
-	// callReconciler calls the end user's Reconciler. status is the status
-	// to apply, or nil to leave it alone.
-	callReconciler func(ctx context.Context, obj T) (after time.Duration, status any, err error)
+	// callReconciler calls the end user's Reconciler on obj, whose status
+	// encodes to before (encodeStatus). status is the status to apply, or
+	// nil to leave it alone.
+	callReconciler func(ctx context.Context, obj T, before []byte) (after time.Duration, status any, err error)
 
 	// status returns obj's status as decoded; nil for a Kind, whose status
 	// isn't the controller's.
@@ -183,7 +193,7 @@ func (t objectType[T]) reconcileObject(ctx context.Context, u *cachedObject) (ti
 	if err != nil {
 		return 0, err
 	}
-	after, status, err := t.callReconciler(ctx, obj)
+	after, status, err := t.callReconciler(ctx, obj, before)
 	if status != nil {
 		if applyErr := c.applyStatus(ctx, u, before, status); applyErr != nil {
 			err = errors.Join(err, applyErr)

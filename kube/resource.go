@@ -101,6 +101,29 @@ type Resource[Spec, Status any] struct {
 	// of a resource whose Versions convert through a webhook: the App's
 	// Service, or a URL for a local run. See WebhookClient.
 	ConversionWebhook WebhookClient
+
+	// StatusConventions has the controller write the status fields that
+	// Flux (kstatus), Argo CD and kubectl wait read, so that the
+	// Reconciler needn't: status.observedGeneration, and the conditions
+	// Ready, Reconciling and Stalled, each with its own
+	// observedGeneration, set by each reconcile's outcome, beside the
+	// Reconciler's status in the same apply, applied only when they
+	// change. Ready is True after a reconcile that succeeded with no
+	// Result.Waiting or Result.After; False with Reconciling True after
+	// one that returned a Waiting (ReasonWaiting), a positive After
+	// (ReasonRequeued) or an error being retried (ReasonReconcileFailed);
+	// and False with Stalled True after an error marked with Terminal
+	// (ReasonTerminalError), which isn't retried. The CRD defaults the
+	// status of Version to observedGeneration 0, so an object reads as
+	// in progress from its creation until its first reconcile is done. Status must be a struct with a []metav1.Condition encoded
+	// as conditions and an int64 encoded as observedGeneration; CRD, and
+	// so NewController, return an error otherwise. A Reconciler that sets
+	// Ready, Reconciling or Stalled itself, or an observedGeneration
+	// other than the object's, fails its reconcile with a Terminal error
+	// naming them; its other conditions are its own. A recovered panic
+	// leaves the status as it was. See the docs' "Status conventions".
+	// false, the default, writes only the Reconciler's status.
+	StatusConventions bool
 }
 
 // GVR is the resource's group, version and plural name, such as

@@ -105,4 +105,8 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
 
-require github.com/z5labs/humus/kube v0.1.0
+require (
+	github.com/yuin/gopher-lua v1.1.1
+	github.com/z5labs/humus/kube v0.1.0
+	sigs.k8s.io/cli-utils v0.37.2
+)

@@ -41,22 +41,28 @@ type Reconciler struct{ Kube kubernetes.Interface }
 // kubectl describe shows; a failed reconcile is a Warning Event the
 // controller records itself. When the apply fails, it returns the error and
 // a status whose Available is Unknown with the error as its message, so the
-// failure shows in kubectl get while the controller retries.
+// failure shows in kubectl get while the controller retries; an apply the
+// API server refuses as invalid, which no retry mends, is a kube.Terminal
+// error: kube reports Stalled, and reconciles m again once it changes. While
+// the replicas aren't all available, the Result says Waiting, so kube
+// reports Ready False and Reconciling True until they are (Memcached has
+// StatusConventions).
 //
 // A ConfigMap that m names but that doesn't exist is no error: Reconcile
-// applies nothing and reports Available False, ConfigMapNotFound, and the
-// Controller's watch of ConfigMaps reconciles m again once it is created,
-// with no retry and no After.
+// applies nothing and reports Available False, ConfigMapNotFound, and
+// Waiting, and the Controller's watch of ConfigMaps reconciles m again once
+// it is created, with no retry and no After.
 func (r Reconciler) Reconcile(ctx context.Context, m Object) (kube.Result[MemcachedStatus], error) {
 	st := m.Status
 	args, err := options(ctx, m)
 	if apierrors.IsNotFound(err) {
-		meta.SetStatusCondition(&st.Conditions, metav1.Condition{
+		c := metav1.Condition{
 			Type: "Available", Status: metav1.ConditionFalse, Reason: "ConfigMapNotFound",
 			Message:            fmt.Sprintf("the ConfigMap %s/%s, which spec.configMapName names, doesn't exist", m.Namespace, m.Spec.ConfigMapName),
 			ObservedGeneration: m.Generation,
-		})
-		return kube.Result[MemcachedStatus]{Status: &st}, nil
+		}
+		meta.SetStatusCondition(&st.Conditions, c)
+		return kube.Result[MemcachedStatus]{Status: &st, Waiting: c.Message}, nil
 	}
 	if err != nil {
 		return kube.Result[MemcachedStatus]{}, err
@@ -79,6 +85,9 @@ func (r Reconciler) Reconcile(ctx context.Context, m Object) (kube.Result[Memcac
 			Type: "Available", Status: metav1.ConditionUnknown, Reason: "ApplyFailed",
 			Message: err.Error(), ObservedGeneration: m.Generation,
 		})
+		if apierrors.IsInvalid(err) {
+			err = kube.Terminal(err)
+		}
 		return kube.Result[MemcachedStatus]{Status: &st}, err
 	}
 	if c := meta.FindStatusCondition(st.Conditions, "Available"); c == nil || c.ObservedGeneration != m.Generation {
@@ -86,8 +95,13 @@ func (r Reconciler) Reconcile(ctx context.Context, m Object) (kube.Result[Memcac
 			fmt.Sprintf("applied Deployment %s: %d replicas of %s", d.Name, m.Spec.Size, m.Spec.Image))
 	}
 	st.ReadyReplicas = d.Status.ReadyReplicas
-	meta.SetStatusCondition(&st.Conditions, available(m, d))
-	return kube.Result[MemcachedStatus]{Status: &st}, nil
+	c := available(m, d)
+	meta.SetStatusCondition(&st.Conditions, c)
+	res := kube.Result[MemcachedStatus]{Status: &st}
+	if c.Status != metav1.ConditionTrue {
+		res.Waiting = c.Message
+	}
+	return res, nil
 }
 
 // container is m's memcached container, run with args, with m's

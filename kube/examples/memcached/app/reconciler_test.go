@@ -8,9 +8,12 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
@@ -89,6 +92,11 @@ func TestReconcileReportsAvailableOnceTheReplicasAre(t *testing.T) {
 			require.Equal(t, tc.reason, c.Reason)
 			require.Equal(t, tc.message, c.Message)
 			require.Equal(t, tc.avail, res.Status.ReadyReplicas)
+			if tc.want == metav1.ConditionTrue {
+				require.Empty(t, res.Waiting, "ready")
+			} else {
+				require.Equal(t, tc.message, res.Waiting, "kube reports Ready False and Reconciling True")
+			}
 		})
 	}
 }
@@ -106,6 +114,24 @@ func TestReconcileReportsAFailedApplyAsAConditionAndAnError(t *testing.T) {
 	require.Equal(t, metav1.ConditionUnknown, c.Status)
 	require.Equal(t, "ApplyFailed", c.Reason)
 	require.Contains(t, c.Message, "the API server is on fire")
+	require.False(t, kube.IsTerminal(err), "retried")
+}
+
+// An apply the API server refuses as invalid fails the same way on every
+// retry: it is Terminal, which kube reports as Stalled and doesn't retry.
+func TestReconcileDeclaresAnInvalidDeploymentTerminal(t *testing.T) {
+	kc := kubefake.NewClientset()
+	kc.PrependReactor("patch", "deployments", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: "apps", Kind: "Deployment"}, "cache", field.ErrorList{
+			field.Invalid(field.NewPath("spec", "template", "metadata", "labels"), "x", "must be no more than 63 characters"),
+		})
+	})
+	res, err := app.Reconciler{Kube: kc}.Reconcile(t.Context(), memcached())
+	require.True(t, kube.IsTerminal(err), "%v", err)
+	require.True(t, apierrors.IsInvalid(err), "the API server's error, unwrapped")
+	c := meta.FindStatusCondition(res.Status.Conditions, "Available")
+	require.NotNil(t, c)
+	require.Equal(t, "ApplyFailed", c.Reason)
 }
 
 func TestFinalizeRecordsThatItRan(t *testing.T) {
@@ -173,6 +199,7 @@ func TestReconcileWaitsForAMissingConfigMapWithoutApplying(t *testing.T) {
 	require.Equal(t, metav1.ConditionFalse, c.Status)
 	require.Equal(t, "ConfigMapNotFound", c.Reason)
 	require.Zero(t, res.After)
+	require.Equal(t, c.Message, res.Waiting, "kube reports Ready False and Reconciling True")
 	require.Empty(t, kc.Actions(), "nothing is applied")
 	evs, err := rt.Events()
 	require.NoError(t, err)

@@ -33,10 +33,14 @@ type MemcachedSpec struct {
 }
 
 // MemcachedStatus is what the controller reports: the ready replicas of the
-// Deployment it applied, and its conditions, of which it writes Available.
+// Deployment it applied, and its conditions, of which the Reconciler writes
+// Available, and kube, by Memcached's StatusConventions, Ready, Reconciling
+// and Stalled, with ObservedGeneration: what Flux, Argo CD (with the health
+// check in ../deploy/argocd) and kubectl wait --for=condition=Ready read.
 type MemcachedStatus struct {
-	ReadyReplicas int32              `json:"readyReplicas,omitempty"`
-	Conditions    []metav1.Condition `json:"conditions,omitempty"`
+	ReadyReplicas      int32              `json:"readyReplicas,omitempty"`
+	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
+	Conditions         []metav1.Condition `json:"conditions,omitempty"`
 }
 
 var (
@@ -52,14 +56,16 @@ var (
 	// Image that starts with "memcached:" and defaults to
 	// memcached:1.6.26-alpine3.19, and an optional ConfigMapName. kubectl
 	// get mc shows whether each is READY (its Available condition), its
-	// SIZE and its AGE.
+	// SIZE and its AGE. With StatusConventions, kube writes the status
+	// fields GitOps tools read (see MemcachedStatus).
 	Memcached = kube.Resource[MemcachedSpec, MemcachedStatus]{
-		Group:      "cache.example.com",
-		Version:    "v1beta1",
-		Kind:       "Memcached",
-		Plural:     "memcacheds",
-		Scope:      kube.Namespaced,
-		ShortNames: []string{"mc"},
+		Group:             "cache.example.com",
+		Version:           "v1beta1",
+		Kind:              "Memcached",
+		Plural:            "memcacheds",
+		Scope:             kube.Namespaced,
+		ShortNames:        []string{"mc"},
+		StatusConventions: true,
 		Columns: kube.Columns(&object,
 			kube.PrinterColumn("Ready", &object.Status.Conditions).Condition("Available"),
 			kube.PrinterColumn("Size", &object.Spec.Size),

@@ -24,8 +24,9 @@ type MemcachedSpec struct {
 }
 
 type MemcachedStatus struct {
-	ReadyReplicas int32              `json:"readyReplicas,omitempty"`
-	Conditions    []metav1.Condition `json:"conditions,omitempty"`
+	ReadyReplicas      int32              `json:"readyReplicas,omitempty"`
+	ObservedGeneration int64              `json:"observedGeneration,omitempty"`
+	Conditions         []metav1.Condition `json:"conditions,omitempty"`
 }
 
 var (
@@ -34,12 +35,13 @@ var (
 	mcObj  kube.Object[MemcachedSpec, MemcachedStatus]
 
 	Memcached = kube.Resource[MemcachedSpec, MemcachedStatus]{
-		Group:      "cache.example.com",
-		Version:    "v1alpha1",
-		Kind:       "Memcached",
-		Plural:     "memcacheds",
-		Scope:      kube.Namespaced,
-		ShortNames: []string{"mc"},
+		Group:             "cache.example.com",
+		Version:           "v1alpha1",
+		Kind:              "Memcached",
+		Plural:            "memcacheds",
+		Scope:             kube.Namespaced,
+		ShortNames:        []string{"mc"},
+		StatusConventions: true,
 		Columns: kube.Columns(&mcObj,
 			kube.PrinterColumn("Ready", &mcObj.Status.Conditions).Condition("Available"),
 			kube.PrinterColumn("Size", &mcObj.Spec.Size),
