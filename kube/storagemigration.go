@@ -202,8 +202,8 @@ func (m *storageMigration) once(ctx context.Context) (err error) {
 
 // failed logs and counts a failed run, marks the CRD's condition failed,
 // if it can, and returns err, naming the CRD.
-func (m *storageMigration) failed(ctx context.Context, log *slog.Logger, n migrationCounts, err error) error {
-	err = fmt.Errorf("kube: migrating the storage of %s: %w", m.crdName(), err)
+func (m *storageMigration) failed(ctx context.Context, log *slog.Logger, n migrationCounts, cause error) error {
+	err := fmt.Errorf("kube: migrating the storage of %s: %w", m.crdName(), cause)
 	if ctx.Err() != nil {
 		m.runs.Add(ctx, 1, m.outcome(migrationStopped))
 		log.InfoContext(ctx, "storage migration stopped: the controller stopped leading", "rewritten", n.rewritten, "unchanged", n.unchanged, "gone", n.gone)
@@ -215,11 +215,11 @@ func (m *storageMigration) failed(ctx context.Context, log *slog.Logger, n migra
 	// Best effort: a controller that may not update the CRD's status
 	// can't say so there, and its log record says so.
 	_ = retry.RetryOnConflict(retry.DefaultRetry, func() error {
-		crd, _, err := m.getCRD(ctx)
-		if err != nil {
-			return err
+		crd, _, getErr := m.getCRD(ctx)
+		if getErr != nil {
+			return getErr
 		}
-		return m.setCondition(ctx, crd, metav1.ConditionFalse, "MigrationFailed", truncateNote("The migration has failed: "+err.Error()), nil)
+		return m.setCondition(ctx, crd, metav1.ConditionFalse, "MigrationFailed", truncateNote("The migration has failed: "+cause.Error()), nil)
 	})
 	return err
 }
