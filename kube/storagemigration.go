@@ -345,16 +345,19 @@ func (m *storageMigration) rewrite(ctx context.Context, obj *metav1.PartialObjec
 		key = obj.Namespace + "/" + obj.Name
 	}
 	result := migrationRewritten
-	err = c.own.apply(key, func() (*objectVersion, error) {
-		got, err := c.clients.metadata.Resource(c.gvr).Namespace(obj.Namespace).Patch(ctx, obj.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: c.settings.Name})
-		if err != nil {
-			return nil, err
-		}
+	// The write's event is held while it is in flight, and its version
+	// kept until its event comes; a write the API server skipped has no
+	// event to come, so its version isn't kept.
+	c.own.writing(key)
+	got, err := c.clients.metadata.Resource(c.gvr).Namespace(obj.Namespace).Patch(ctx, obj.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: c.settings.Name})
+	var v *objectVersion
+	if err == nil {
+		v = &objectVersion{uid: got.UID, resourceVersion: got.ResourceVersion}
 		if got.ResourceVersion == obj.ResourceVersion {
 			result = migrationUnchanged
 		}
-		return &objectVersion{uid: got.UID, resourceVersion: got.ResourceVersion}, nil
-	})
+	}
+	c.own.wroteUnless(key, v, writeScope{}, func(objectVersion) bool { return result == migrationUnchanged })
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		result = migrationGone
