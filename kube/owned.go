@@ -44,7 +44,7 @@ func (p ownsPart) check() error {
 // owner of the old object too when it isn't the new one's: the controller
 // owner reference was moved to another owner, or removed. An add or update
 // whose object is what a write of the owner's own reconcile returned isn't
-// queued (ownedwrites.go).
+// queued (ownedcreations.go).
 func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr schema.GroupResource) cache.ResourceEventHandler {
 	changed := func(obj any) {
 		owner, ok := c.ownerKey(obj)
@@ -56,7 +56,7 @@ func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr sch
 			queue.Add(owner)
 			return
 		}
-		c.ownedWrites.changed(ownedWriteKey(owner, gr, m.GetNamespace(), m.GetName()),
+		c.ownedCreations.changed(ownedWriteKey(owner, gr, m.GetNamespace(), m.GetName()),
 			objectVersion{uid: m.GetUID(), resourceVersion: m.GetResourceVersion()},
 			func(string) { queue.Add(owner) })
 	}
@@ -73,7 +73,7 @@ func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr sch
 			obj = tomb.Obj
 		}
 		if m, err := meta.Accessor(obj); err == nil {
-			c.ownedWrites.deleted(ownedWriteKey(owner, gr, m.GetNamespace(), m.GetName()))
+			c.ownedCreations.deleted(ownedWriteKey(owner, gr, m.GetNamespace(), m.GetName()))
 		}
 		queue.Add(owner)
 	}

@@ -333,7 +333,7 @@ func (m *storageMigration) rewriteAll(ctx context.Context, log *slog.Logger) (mi
 // A conflict (the object was written since the list, and so is stored at
 // the storage version) or a NotFound (deleted since) leaves nothing to
 // do. The controller's informer is told the write is its own, so the
-// object isn't reconciled again for it (ownwrites.go).
+// object isn't reconciled again for it (echoes.go).
 func (m *storageMigration) rewrite(ctx context.Context, obj *metav1.PartialObjectMetadata, n *migrationCounts) error {
 	c := m.c
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": obj.ResourceVersion}})
@@ -348,7 +348,7 @@ func (m *storageMigration) rewrite(ctx context.Context, obj *metav1.PartialObjec
 	// The write's event is held while it is in flight, and its version
 	// kept until its event comes; a write the API server skipped has no
 	// event to come, so its version isn't kept.
-	c.own.writing(key)
+	c.echoes.writing(key)
 	got, err := c.clients.metadata.Resource(c.gvr).Namespace(obj.Namespace).Patch(ctx, obj.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: c.settings.Name})
 	var v *objectVersion
 	if err == nil {
@@ -357,7 +357,7 @@ func (m *storageMigration) rewrite(ctx context.Context, obj *metav1.PartialObjec
 			result = migrationUnchanged
 		}
 	}
-	c.own.wroteUnless(key, v, writeScope{}, func(objectVersion) bool { return result == migrationUnchanged })
+	c.echoes.wroteUnless(key, v, writeScope{}, func(objectVersion) bool { return result == migrationUnchanged })
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		result = migrationGone
