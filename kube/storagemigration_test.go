@@ -2,14 +2,17 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -119,4 +122,70 @@ func TestStorageMigrationStartsOverWhenTheCRDChangesMidway(t *testing.T) {
 		outcomes = append(outcomes, r.Body().AsString())
 	}
 	require.Contains(t, outcomes, "storage migration not needed: every object is stored at the storage version")
+}
+
+// TestStorageMigrationTakesAConflictOrANotFoundAsDone: an object written
+// since the list (a conflict on the resourceVersion the patch names) is
+// stored at the storage version, and one deleted since (NotFound) needs
+// nothing; neither fails the run. Any other error does, and keeps
+// storedVersions.
+func TestStorageMigrationTakesAConflictOrANotFoundAsDone(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		err    error
+		failed string // "" when the run succeeds
+	}{
+		{"conflict and not found", nil, ""},
+		{"an internal error", apierrors.NewInternalError(errors.New("etcd is gone")), `rewriting default/w3: Internal error occurred: etcd is gone`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeCluster(t, widgetsCRD(t))
+			for _, name := range []string{"w1", "w2", "w3"} {
+				require.NoError(t, f.metadata.Tracker().Create(widgetGVR, &metav1.PartialObjectMetadata{
+					TypeMeta:   metav1.TypeMeta{APIVersion: "test.example.com/v1", Kind: "Widget"},
+					ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: testNamespace, ResourceVersion: "5"},
+				}, testNamespace))
+			}
+			gr := widgetGVR.GroupResource()
+			f.metadata.PrependReactor("patch", "widgets", func(a clienttesting.Action) (bool, runtime.Object, error) {
+				switch a.(clienttesting.PatchActionImpl).GetName() {
+				case "w1":
+					return true, nil, apierrors.NewConflict(gr, "w1", errors.New("the object has been modified"))
+				case "w2":
+					return true, nil, apierrors.NewNotFound(gr, "w2")
+				case "w3":
+					if tc.err != nil {
+						return true, nil, tc.err
+					}
+				}
+				return false, nil, nil
+			})
+			tel := humustest.NewTelemetry(t)
+			s := testSettings()
+			s.MigrateStorage = true
+			c, err := newController(&humus.Setup{Telemetry: tel.Telemetry}, f.clients(), nil, s, widgets(),
+				ReconcilerFunc[widgetSpec, widgetStatus](func(context.Context, widget) (Result[widgetStatus], error) { return Result[widgetStatus]{}, nil }))
+			require.NoError(t, err)
+
+			err = c.migration.once(t.Context())
+			crd, getErr := f.dynamic.Resource(crdGVR).Get(context.Background(), "widgets.test.example.com", metav1.GetOptions{})
+			require.NoError(t, getErr)
+			sv, _, _ := unstructured.NestedStringSlice(crd.Object, "status", "storedVersions")
+			if tc.failed != "" {
+				require.ErrorContains(t, err, tc.failed)
+				require.Equal(t, []string{"v1", "v2"}, sv)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, []string{"v2"}, sv)
+			m, ok := tel.Metric(instrumentationScope, "humus.kube.controller.storage_migration.objects")
+			require.True(t, ok)
+			got := map[string]int64{}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				v, _ := dp.Attributes.Value(attrMigrationResult)
+				got[v.AsString()] += dp.Value
+			}
+			require.Equal(t, map[string]int64{"gone": 2, "unchanged": 1}, got, "the fake answers w3's patch with its resourceVersion unchanged")
+		})
+	}
 }
