@@ -115,6 +115,10 @@ type Controller struct {
 	clients clients
 	tel     *telemetry
 
+	// migration is Settings.MigrateStorage's job, or nil
+	// (storagemigration.go).
+	migration *storageMigration
+
 	synced  atomic.Bool                 // readiness.go
 	current atomic.Pointer[informerSet] // once synced, for Synced's staleness
 
@@ -281,6 +285,11 @@ func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.Grou
 	errs = append(errs, err)
 	tel, err := newTelemetry(s.Telemetry, settings.Name, settings.ClientGoVerbosity)
 	errs = append(errs, err)
+	var migration *storageMigration
+	if settings.MigrateStorage && tel != nil {
+		migration, err = newStorageMigration(tel.meter, settings.Name)
+		errs = append(errs, err)
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
 	}
@@ -296,7 +305,11 @@ func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.Grou
 		finalizer:    p.finalizerName,
 		clients:      cl,
 		tel:          tel,
+		migration:    migration,
 		done:         make(chan struct{}),
+	}
+	if migration != nil {
+		migration.c = c
 	}
 	t.c = c
 	t.fastDecode = objcache.FastDecodable(reflect.TypeFor[T]())

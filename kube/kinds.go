@@ -61,6 +61,9 @@ func NewKindController[T any](s *humus.Setup, c *Client, settings Settings, k Ki
 // the package's tests set client-go's fakes through.
 func newKindController[T any](s *humus.Setup, cl clients, clErr error, settings Settings, k Kind[T], rec KindReconciler[T], parts ...Part) (*Controller, error) {
 	errs := []error{clErr, settings.check(), k.check()}
+	if settings.MigrateStorage {
+		errs = append(errs, fmt.Errorf("kube: Settings.MigrateStorage is for a Resource, whose CRD is the controller's own, not a Kind (%s)", k.Kind))
+	}
 	if k.Scope == Cluster && settings.Namespace != "" {
 		errs = append(errs, fmt.Errorf("kube: %s is cluster-scoped, so Settings.Namespace must be \"\", not %q", k.Kind, settings.Namespace))
 	}

@@ -199,6 +199,14 @@ func (w *workers) work(ctx, workCtx, lost context.Context, what string, unserved
 	for range w.c.settings.Workers {
 		w.wg.Go(func() { w.c.worker(workCtx, w.informers.queue, lister, w.stopping) })
 	}
+	if m := w.c.migration; m != nil {
+		// The migration runs while the replica works: it ends as work
+		// returns, and stop waits for it.
+		migrating, cancel := context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(lost, cancel)()
+		w.wg.Go(func() { m.run(migrating) })
+	}
 	select {
 	case <-ctx.Done():
 		return nil

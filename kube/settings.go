@@ -117,6 +117,20 @@ type Settings struct {
 	// Sharding.
 	Sharding Sharding
 
+	// MigrateStorage makes the leader, once its caches have caught up,
+	// rewrite every object of the resource so that the API server stores
+	// it at the CRD's storage version, then set the CRD's
+	// status.storedVersions to that version alone, so that an older
+	// version can be removed from the CRD. A run that finds
+	// storedVersions already so does nothing more; an interrupted run is
+	// started over by the next leader. Off by default. For a Resource
+	// only (its CRD, plural.group, is the controller's own), with
+	// Settings.Namespace "" (it rewrites every namespace's objects), and
+	// not with Sharding, which has no leader. It needs get and update on
+	// the CRD's customresourcedefinitions/status. See "Storage migration"
+	// in docs/writing-a-kubernetes-controller.md.
+	MigrateStorage bool
+
 	// ClientGoVerbosity is the highest klog verbosity of client-go's own
 	// records (its reflectors', work queue's and leader election's, and
 	// those of any client-go call made with a reconcile's context) that
@@ -310,6 +324,7 @@ func (s Settings) check() error {
 		checkPositive("Settings.LeaderElection.RetryPeriod", le.RetryPeriod),
 		checkVerbosity("Settings.ClientGoVerbosity", s.ClientGoVerbosity),
 		CheckSharding(s),
+		checkMigrateStorage(s),
 	}
 	if s.RetryBaseDelay > 0 && s.RetryMaxDelay > 0 && s.RetryMaxDelay < s.RetryBaseDelay {
 		errs = append(errs, fmt.Errorf("kube: Settings.RetryMaxDelay %v is less than Settings.RetryBaseDelay %v", s.RetryMaxDelay, s.RetryBaseDelay))
