@@ -15,8 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-
-	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
 // caches are a controller's informers, the resource's and each owned
@@ -71,7 +69,7 @@ func (c *Controller) startCaches(ctx context.Context, unserved chan<- error) (*c
 	errs := []error{add(cs.resource, err, rw, c.objectHandler(cs.queue))}
 	for _, o := range c.owns {
 		h := newWatchHealth(o.gvr.String(), c.settings.WatchTimeout, nil)
-		inf, err := newMetadataInformer(c.clients.metadata, h, o.gvr, ns, o.selector, objcache.CompactMetadata)
+		inf, err := c.ownsInformer(o, ns, h)
 		if err == nil {
 			c.cache(o.gvr, inf)
 		}

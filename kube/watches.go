@@ -104,12 +104,12 @@ func LabelSelector(selector string) WatchOption {
 	return func(s *informerSpec) { s.selector = selector }
 }
 
-// CacheObjects makes a Watches cache the watched objects whole, through the
-// dynamic client, so that a Reconciler reads them, such as a Secret's data,
-// from the cache with a Lister of their Go type, and never from the API
-// server. The cache then weighs what the objects weigh (less their managed
-// fields), where the default, metadata only, weighs about 1 KB an object.
-// An Owns can't take it.
+// CacheObjects makes a Watches or an Owns cache the watched objects whole,
+// through the dynamic client, so that a Reconciler reads them, such as a
+// Secret's data or a Job's status, from the cache with a Lister of their
+// Go type, and never from the API server. The cache then weighs what the
+// objects weigh (less their managed fields), where the default, metadata
+// only, weighs about 1 KB an object.
 func CacheObjects() WatchOption {
 	return func(s *informerSpec) { s.objects = true }
 }
