@@ -93,6 +93,9 @@ type Controller struct {
 	// ownedWrites keeps the Reconciler's writes to owned resources from
 	// queueing their owners again (ownedwrites.go).
 	ownedWrites ownWrites
+	// applySet is what pruning keeps of the controller's ApplySets
+	// (prune.go).
+	applySet applySetState
 	// typed is the part of a reconcile that knows the object's Go type
 	// (reconcile.go).
 	typed typedReconciler
@@ -183,7 +186,7 @@ func newController[Spec, Status any](s *humus.Setup, cl clients, clErr error, se
 		errs = append(errs, errors.New("kube: the Reconciler is nil"))
 	}
 	p, err := collectParts[Object[Spec, Status]](parts)
-	errs = append(errs, err)
+	errs = append(errs, err, checkApplySetParent(r.Kind, r.Labels, p.owns))
 
 	t := objectType[Object[Spec, Status]]{
 		callReconciler: func(ctx context.Context, obj Object[Spec, Status]) (time.Duration, any, error) {

@@ -117,8 +117,9 @@ func CacheObjects() WatchOption {
 // informerSpec is the informer an Owns or a Watches asks for.
 type informerSpec struct {
 	gvr      schema.GroupVersionResource
-	selector string // "" selects every object
-	objects  bool   // whole objects, through the dynamic client; else metadata
+	selector string    // "" selects every object
+	objects  bool      // whole objects, through the dynamic client; else metadata
+	prune    pruneMode // an Owns' pruning (prune.go)
 }
 
 func newInformerSpec(gvr schema.GroupVersionResource, opts []WatchOption) informerSpec {
@@ -170,6 +171,9 @@ func watchOf[T any](p watchesPart, index string) (watchSpec, error) {
 	name := "Watches(" + p.gvr.String() + ")"
 	errs := []error{p.check(name)}
 	w := watchSpec{informerSpec: p.informerSpec}
+	if p.prune != pruneOff {
+		errs = append(errs, errors.New(name+" is given Prune: only an Owns prunes the children it controls"))
+	}
 	switch m := p.m.(type) {
 	case MapFunc:
 		if m == nil {
