@@ -5,6 +5,7 @@ package kube_test
 import (
 	"context"
 	"errors"
+	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -221,6 +223,25 @@ func TestPruningAgainstTheAPIServer(t *testing.T) {
 	t.Run("AChildNoLongerAppliedIsDeleted", func(t *testing.T) {
 		setSpec("b1", map[string]any{"names": []any{"a", "b"}})
 		waitConfigMaps("b1-c to be pruned", "b1-a", "b1-b", "b2-x", "by-hand", "of-b2")
+		// The preview came first, naming what went.
+		var preview, pruned int
+		for i, r := range tel.Records() {
+			var children string
+			r.WalkAttributes(func(kv attribute.KeyValue) bool {
+				if kv.Key == "children" || kv.Key == "child" {
+					children = kv.Value.Emit()
+				}
+				return true
+			})
+			switch body := r.Body().Emit(); {
+			case body == "prune preview" && strings.Contains(children, ns+"/b1-c"):
+				preview = i + 1
+			case body == "pruned" && children == ns+"/b1-c":
+				pruned = i + 1
+			}
+		}
+		require.NotZero(t, preview, "a prune preview record names b1-c")
+		require.Greater(t, pruned, preview, "the preview comes before the deletion's record")
 	})
 
 	t.Run("NothingIsDeletedAfterAFailedReconcile", func(t *testing.T) {
@@ -238,6 +259,26 @@ func TestPruningAgainstTheAPIServer(t *testing.T) {
 
 		setSpec("b1", map[string]any{"names": []any{"a"}})
 		waitConfigMaps("b1-b to be pruned once b1 reconciles", "b1-a", "b2-x", "by-hand", "of-b2")
+	})
+
+	// kubectl's own ApplySet, of a ConfigMap parent, carries the id
+	// ApplySetID computes for it.
+	t.Run("TheIDIsKubectls", func(t *testing.T) {
+		kubectl, err := exec.LookPath("kubectl")
+		if err != nil {
+			t.Skip("no kubectl on the PATH")
+		}
+		cmd := exec.CommandContext(ctx, kubectl, "--kubeconfig", cluster.Kubeconfig, "apply", "-n", ns, "--server-side",
+			"--prune", "--applyset=configmaps/kubectl-set", "-f", "-")
+		cmd.Env = append(os.Environ(), "KUBECTL_APPLYSET=true")
+		cmd.Stdin = strings.NewReader("apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: by-kubectl\n")
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, string(out))
+		parent, err := kc.CoreV1().ConfigMaps(ns).Get(ctx, "kubectl-set", metav1.GetOptions{})
+		require.NoError(t, err)
+		require.Equal(t, kube.ApplySetID("kubectl-set", ns, "ConfigMap", ""), parent.Labels[kube.ApplySetIDLabel])
+		require.NoError(t, kc.CoreV1().ConfigMaps(ns).Delete(ctx, "kubectl-set", metav1.DeleteOptions{}))
+		require.NoError(t, kc.CoreV1().ConfigMaps(ns).Delete(ctx, "by-kubectl", metav1.DeleteOptions{}))
 	})
 
 	t.Run("AnEmptySetPrunesEveryChild", func(t *testing.T) {
