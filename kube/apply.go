@@ -8,6 +8,8 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
 // The controller's writes to its own objects, the finalizer's and the
@@ -16,14 +18,14 @@ import (
 // reconcile (reconcile.go), the finalizer (finalizers.go) and the
 // annotation on an object that can't be decoded (undecodable.go).
 
-// applyJSON is the JSON of an apply to u: its apiVersion, its kind, and
+// applyBody is the JSON of an apply to u: its apiVersion, its kind, and
 // its metadata's name, namespace and uid, with md's fields beside them,
 // and, unless field is "", field with the JSON value value. The uid makes
 // the apply fail rather than create an object deleted since the cache saw
 // it (an apply to an object that doesn't exist creates it), or change
 // another object of the same name: the API server's patch handler refuses
 // "uid mismatch".
-func (c *Controller) applyJSON(u *cachedObject, md map[string]any, field string, value json.RawMessage) ([]byte, error) {
+func (c *Controller) applyBody(u *cachedObject, md map[string]any, field string, value json.RawMessage) ([]byte, error) {
 	m := map[string]any{"name": u.GetName()}
 	if u.GetNamespace() != "" {
 		m["namespace"] = u.GetNamespace()
@@ -49,30 +51,30 @@ func (c *Controller) applyJSON(u *cachedObject, md map[string]any, field string,
 // the controller's field manager set before and md leaves out is removed.
 // It returns the API server's error as it is.
 func (c *Controller) applyMetadata(ctx context.Context, u *cachedObject, md map[string]any) error {
-	b, err := c.applyJSON(u, md, "", nil)
+	b, err := c.applyBody(u, md, "", nil)
 	if err != nil {
 		return fmt.Errorf("kube: encoding the apply to %s: %w", c.describe(u), err)
 	}
-	return c.applyOwn(ctx, u, "", b)
+	return c.sendApply(ctx, u, "", b)
 }
 
-// applyOwn applies applyJSON to u, or to its subresource ("" for none), by
+// sendApply applies applyJSON to u, or to its subresource ("" for none), by
 // server-side apply under the controller's field manager, forced, as the
-// controller's own write (ownwrites.go). It applies through the
+// controller's own write (echoes.go). It applies through the
 // cache's client (objcache.Client), which reads only the version of the object the API server
 // returns, or the dynamic client when there is none (client-go's fakes).
 // It returns the API server's error as it is.
-func (c *Controller) applyOwn(ctx context.Context, u *cachedObject, subresource string, applyJSON []byte) error {
+func (c *Controller) sendApply(ctx context.Context, u *cachedObject, subresource string, applyJSON []byte) error {
 	opts := metav1.ApplyOptions{FieldManager: c.settings.Name, Force: true}
 	// What the apply writes, which its event may change and still be its
-	// own (onlyOwnWrites): the controller's finalizer, for an apply of
+	// own (objcache.ChangedOnly): the controller's finalizer, for an apply of
 	// the metadata, or the status fields it names.
 	scope := writeScope{finalizer: c.finalizer}
 	if subresource == "status" {
-		scope = writeScope{status: statusFieldsOf(applyJSON)}
+		scope = writeScope{status: objcache.StatusFields(applyJSON)}
 	}
 	held := func(v objectVersion) bool { return c.holds(u.Key(), v.uid) }
-	return c.own.applyHeld(u.Key(), scope, held, func() (*objectVersion, error) {
+	return c.echoes.writeScoped(u.Key(), scope, held, func() (*objectVersion, error) {
 		if cc := c.clients.cached; cc != nil {
 			v, err := cc.Apply(ctx, c.gvr, u.GetNamespace(), u.GetName(), subresource, applyJSON, opts)
 			if err != nil {

@@ -44,7 +44,7 @@ func newClient(server string, t *transport) *Client {
 // makes through such a client, with its reconcile's context, that creates
 // an object of a resource its Controller Owns is noted, so that the Owns
 // event of what it created doesn't reconcile its owner again
-// (ownedwrites.go).
+// (ownedcreations.go).
 func (c *Client) Config() *rest.Config {
 	return rest.CopyConfig(c.config)
 }

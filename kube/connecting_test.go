@@ -723,8 +723,8 @@ func TestNilTelemetryRecordsNothingAndNeedsNoGlobals(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, srv.arrived()[0].Traceparent, "no propagator, no header")
 	require.Equal(t, "Bearer t", srv.arrived()[0].Authorization)
-	require.IsType(t, ownedWritesTransport{}, client.transport.RoundTripper, "nothing to record with: no otelhttp")
-	require.IsType(t, &bearer{}, client.transport.RoundTripper.(ownedWritesTransport).next)
+	require.IsType(t, writeHookTransport{}, client.transport.RoundTripper, "nothing to record with: no otelhttp")
+	require.IsType(t, &bearer{}, client.transport.RoundTripper.(writeHookTransport).next)
 
 	// humus.Run hands Init the Telemetry with no-op providers in place of
 	// nil ones.
@@ -732,8 +732,8 @@ func TestNilTelemetryRecordsNothingAndNeedsNoGlobals(t *testing.T) {
 		Server: "example.com:443", TLS: &tls.Config{RootCAs: srv.roots},
 	})
 	require.NoError(t, err)
-	require.IsType(t, ownedWritesTransport{}, client.transport.RoundTripper, "no-op providers: no otelhttp")
-	require.IsType(t, &congestion{}, client.transport.RoundTripper.(ownedWritesTransport).next)
+	require.IsType(t, writeHookTransport{}, client.transport.RoundTripper, "no-op providers: no otelhttp")
+	require.IsType(t, &congestion{}, client.transport.RoundTripper.(writeHookTransport).next)
 }
 
 func TestAClientAsksForGzipOnlyWithCompression(t *testing.T) {

@@ -70,11 +70,11 @@ type Controller struct {
 	kind     string
 	scope    Scope
 	owns     []informerSpec
-	watches  []watchSpec
+	watches  []mappedResource
 
-	// caches are the informers' caches a Lister reads, by resource
+	// listerCaches are the informers' caches a Lister reads, by resource
 	// (listers.go).
-	caches map[schema.GroupVersionResource]*cacheOf
+	listerCaches map[schema.GroupVersionResource]*listerCache
 
 	// finalizer is Finalize's name, or "" without Finalize.
 	finalizer string
@@ -87,12 +87,13 @@ type Controller struct {
 	// run because it can't be decoded, the message blockedFinalizer
 	// applied, until the informer sees it deleted.
 	blocked sync.Map // types.UID → string
-	// own keeps the controller's own applies from queueing their objects
-	// again (ownwrites.go).
-	own ownWrites
-	// ownedWrites keeps the Reconciler's writes to owned resources from
-	// queueing their owners again (ownedwrites.go).
-	ownedWrites ownWrites
+	// echoes keeps the events of the controller's own applies, the
+	// status's and the finalizer's, from queueing their objects again
+	// (echoes.go).
+	echoes echoFilter
+	// ownedCreations keeps the Reconciler's writes to owned resources from
+	// queueing their owners again (ownedcreations.go).
+	ownedCreations echoFilter
 	// applySet is what pruning keeps of the controller's ApplySets
 	// (prune.go).
 	applySet applySetState
@@ -107,8 +108,8 @@ type Controller struct {
 	clients clients
 	tel     *telemetry
 
-	synced  atomic.Bool            // readiness.go
-	current atomic.Pointer[caches] // once synced, for Synced's staleness
+	synced  atomic.Bool                 // readiness.go
+	current atomic.Pointer[informerSet] // once synced, for Synced's staleness
 
 	recorder atomic.Pointer[Recorder] // events.go: set by Serve
 
@@ -205,7 +206,7 @@ func newController[Spec, Status any](s *humus.Setup, cl clients, clErr error, se
 // parts is what a controller's Parts add to it, for its object type T.
 type parts[T any] struct {
 	owns          []informerSpec
-	watches       []watchSpec
+	watches       []mappedResource
 	finalizerName string
 	finalize      func(ctx context.Context, obj T) error // nil without Finalize
 }
@@ -220,8 +221,9 @@ func collectParts[T any](ps []Part) (parts[T], error) {
 		switch part := part.(type) {
 		// A part with a mistake in its options, such as a nil MapFunc,
 		// but a well-formed informer, is still kept, so that a second
-		// informer of its resource is named in the same error (newCaches):
-		// with any error, no Controller is built from them.
+		// informer of its resource is named in the same error
+		// (newListerCaches): with any error, no Controller is built from
+		// them.
 		case ownsPart:
 			if err := part.check(); err != nil {
 				errs = append(errs, fmt.Errorf("kube: part %d: %w", i, err))
@@ -231,7 +233,7 @@ func collectParts[T any](ps []Part) (parts[T], error) {
 			}
 			p.owns = append(p.owns, part.informerSpec)
 		case watchesPart:
-			w, err := watchOf[T](part, fmt.Sprintf("humus.kube/references-%d", i))
+			w, err := mappedResourceOf[T](part, fmt.Sprintf("humus.kube/references-%d", i))
 			if err != nil {
 				errs = append(errs, fmt.Errorf("kube: part %d: %w", i, err))
 				if part.informerSpec.check("") != nil {
@@ -263,7 +265,7 @@ func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.Grou
 		errs = append(errs, errors.New("kube: the Setup is nil"))
 		s = &humus.Setup{}
 	}
-	caches, err := newCaches(gvr, p.owns, p.watches)
+	listerCaches, err := newListerCaches(gvr, p.owns, p.watches)
 	errs = append(errs, err)
 	tel, err := newTelemetry(s.Telemetry, settings.Name, settings.ClientGoVerbosity)
 	errs = append(errs, err)
@@ -271,18 +273,18 @@ func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.Grou
 		return nil, err
 	}
 	c := &Controller{
-		settings:  settings,
-		gvr:       gvr,
-		group:     group,
-		kind:      kind,
-		scope:     scope,
-		owns:      p.owns,
-		watches:   p.watches,
-		caches:    caches,
-		finalizer: p.finalizerName,
-		clients:   cl,
-		tel:       tel,
-		done:      make(chan struct{}),
+		settings:     settings,
+		gvr:          gvr,
+		group:        group,
+		kind:         kind,
+		scope:        scope,
+		owns:         p.owns,
+		watches:      p.watches,
+		listerCaches: listerCaches,
+		finalizer:    p.finalizerName,
+		clients:      cl,
+		tel:          tel,
+		done:         make(chan struct{}),
 	}
 	t.c = c
 	t.fastDecode = objcache.FastDecodable(reflect.TypeFor[T]())

@@ -384,7 +384,7 @@ func BenchmarkCacheWithALabelSelector(b *testing.B) {
 
 // BenchmarkOwnWriteCheck measures what the resource's informer does on the
 // event of the controller's own status apply, for the Memcached and the
-// 4 KiB object: onlyOwnWrites, which tells it apart from
+// 4 KiB object: objcache.ChangedOnly, which tells it apart from
 // another writer's change landing in a no-op apply, on the cached object
 // before the apply and the one after it (a new resourceVersion and status).
 // The converge benchmark meets it once an object.
@@ -404,13 +404,13 @@ func BenchmarkOwnWriteCheck(b *testing.B) {
 			require.NoError(b, unstructured.SetNestedField(u.Object, int64(2), "status", "readyReplicas"))
 			applied, err := newCachedObject(u)
 			require.NoError(b, err)
-			scope := writeScope{status: []string{"readyReplicas"}}
-			require.True(b, onlyOwnWrites(old, applied, scope))
+			status := []string{"readyReplicas"}
+			require.True(b, objcache.ChangedOnly(old, applied, "", status))
 
 			b.ReportAllocs()
 			cpu := processCPU()
 			for b.Loop() {
-				if !onlyOwnWrites(old, applied, scope) {
+				if !objcache.ChangedOnly(old, applied, "", status) {
 					b.Fatal("the status apply counts as another writer's change")
 				}
 			}

@@ -15,7 +15,8 @@ import (
 
 // CRD returns the resource's CustomResourceDefinition: one version, served
 // and stored, with the status subresource, and a schema reflected from Spec
-// and Status and constrained by Rules.
+// and Status and constrained by Rules. With Versions, it has every version,
+// and spec.conversion, as Versions describes.
 //
 // The CRD is named <Plural>.<Group>. Its singular name is Singular, or
 // Kind in lower case, its list kind is Kind with List after it, and it has
@@ -143,6 +144,14 @@ import (
 // CRD doesn't compile CEL rules: the API server does when the CRD is
 // applied.
 func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition, error) {
+	if r.versioned() {
+		return r.versionedCRD()
+	}
+	return crdschema.CRD(r.schemaResource())
+}
+
+// schemaResource is r as crdschema reflects it, its own version alone.
+func (r Resource[Spec, Status]) schemaResource() crdschema.Resource {
 	rules := make([]crdschema.Rules, len(r.Rules))
 	for i, tr := range r.Rules {
 		rules[i] = tr.r
@@ -155,7 +164,7 @@ func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition
 	for i, f := range r.SelectableFields {
 		selectable[i] = f.s
 	}
-	return crdschema.CRD(crdschema.Resource{
+	return crdschema.Resource{
 		Group: r.Group, Version: r.Version, Kind: r.Kind, Plural: r.Plural, Scope: string(r.Scope),
 		Singular: r.Singular, ShortNames: r.ShortNames, Categories: r.Categories,
 		Annotations: r.Annotations, Labels: r.Labels,
@@ -163,5 +172,5 @@ func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition
 		Description: r.Description, OmitUpstreamDescriptions: r.OmitUpstreamDescriptions,
 		EmbeddedObjectMeta: r.EmbeddedObjectMeta,
 		Spec:               reflect.TypeFor[Spec](), Status: reflect.TypeFor[Status](), Object: reflect.TypeFor[Object[Spec, Status]](),
-	})
+	}
 }

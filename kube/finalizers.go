@@ -162,7 +162,7 @@ func (c *Controller) removeFinalizer(ctx context.Context, u *cachedObject) error
 // holds reports whether the controller's cache of its resource holds the
 // object uid at key, or isn't started, and can't tell.
 func (c *Controller) holds(key string, uid types.UID) bool {
-	ch := c.caches[c.gvr]
+	ch := c.listerCaches[c.gvr]
 	if ch == nil {
 		return true
 	}

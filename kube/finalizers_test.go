@@ -113,7 +113,7 @@ func TestPanicInReconcileIsRecoveredAndNotRetried(t *testing.T) {
 		synctest.Wait()
 
 		// The controller's own status apply doesn't come back as work
-		// (ownwrites.go), so "good" is reconciled once.
+		// (echoes.go), so "good" is reconciled once.
 		require.Equal(t, map[string]int{"bad": 1, "good": 1}, reconciles.get(),
 			"the panicking object is not retried; the other is reconciled")
 		for _, a := range f.statusApplies() {
@@ -146,7 +146,7 @@ func TestPanicInFinalizerIsRecoveredNotRetriedAndKeepsTheFinalizer(t *testing.T)
 
 		require.Equal(t, map[string]int{"bad": 1}, finalizes.get(), "not retried")
 		// Adding the finalizer is the controller's own write, which
-		// doesn't come back as work (ownwrites.go): one reconcile.
+		// doesn't come back as work (echoes.go): one reconcile.
 		require.Equal(t, 1, reconciles.get()["good"], "another object is still reconciled")
 		require.True(t, f.exists(widgetGVR, testNamespace, "bad"))
 		require.Equal(t, []string{widgetFinalizer}, f.get(t, widgetGVR, testNamespace, "bad").GetFinalizers(),
@@ -337,7 +337,7 @@ func TestAFinalizedObjectGoneBeforeItsRemovalsAnswerKeepsNothing(t *testing.T) {
 				var c *Controller
 				goneFromCache := func() {
 					for {
-						if cachedVersion((*c.caches[widgetGVR].informer.Load()).GetIndexer(), testNamespace+"/w1").uid == "" {
+						if cachedVersion((*c.listerCaches[widgetGVR].informer.Load()).GetIndexer(), testNamespace+"/w1").uid == "" {
 							break
 						}
 						time.Sleep(time.Millisecond)
@@ -385,9 +385,9 @@ func TestAFinalizedObjectGoneBeforeItsRemovalsAnswerKeepsNothing(t *testing.T) {
 					return true
 				})
 				require.Empty(t, finalized, "the uid of an object gone isn't kept")
-				c.own.mu.Lock()
-				require.Empty(t, c.own.keys, "nor its own write")
-				c.own.mu.Unlock()
+				c.echoes.mu.Lock()
+				require.Empty(t, c.echoes.keys, "nor its own write")
+				c.echoes.mu.Unlock()
 				require.NoError(t, s.stop(t))
 			})
 		})

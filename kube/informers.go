@@ -25,7 +25,7 @@ import (
 type selectors struct{ label, field string }
 
 // apply sets o's LabelSelector and FieldSelector to s's.
-func (s selectors) apply(o *metav1.ListOptions) {
+func (s selectors) setOn(o *metav1.ListOptions) {
 	o.LabelSelector, o.FieldSelector = s.label, s.field
 }
 
@@ -75,7 +75,7 @@ func newMetadataInformer(client metadata.Interface, h *watchHealth, gvr schema.G
 func newInformer[L runtime.Object](client any, h *watchHealth, list func(context.Context, metav1.ListOptions) (L, error), start func(context.Context, metav1.ListOptions) (watch.Interface, error), sel selectors, obj runtime.Object, transform cache.TransformFunc, opts cache.SharedIndexInformerOptions) (cache.SharedIndexInformer, error) {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-			sel.apply(&o)
+			sel.setOn(&o)
 			l, err := list(ctx, o)
 			h.called(ctx, err, false)
 			if err != nil {
@@ -84,7 +84,7 @@ func newInformer[L runtime.Object](client any, h *watchHealth, list func(context
 			return l, nil
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-			sel.apply(&o)
+			sel.setOn(&o)
 			w, err := detachedWatch(start)(ctx, o)
 			h.called(ctx, err, true)
 			if err != nil || w == nil || h == nil {

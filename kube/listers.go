@@ -38,7 +38,7 @@ import (
 // List of it takes no selector). An Owns' Lister also reads an owner's
 // children in one lookup (ControlledBy).
 type Lister[T any] struct {
-	c     *cacheOf
+	c     *listerCache
 	gvr   schema.GroupVersionResource
 	scope string // the Controller's Settings.Name, for errors
 	fast  bool   // fastDecodable(T), found once by NewLister
@@ -54,10 +54,10 @@ func NewLister[T any](c *Controller, gvr schema.GroupVersionResource) (Lister[T]
 	if c == nil {
 		return Lister[T]{}, errors.New("kube: NewLister: the Controller is nil")
 	}
-	ch, ok := c.caches[gvr]
+	ch, ok := c.listerCaches[gvr]
 	if !ok {
-		watched := make([]string, 0, len(c.caches))
-		for g := range c.caches {
+		watched := make([]string, 0, len(c.listerCaches))
+		for g := range c.listerCaches {
 			watched = append(watched, g.String())
 		}
 		return Lister[T]{}, fmt.Errorf("kube: controller %s doesn't watch %s, so it has no cache of it: it watches %s; add an Owns or a Watches of it",
@@ -231,18 +231,18 @@ func (f cacheForm) check(typ reflect.Type, gvr schema.GroupVersionResource) erro
 	return nil
 }
 
-// cacheOf is one of a Controller's caches: what it holds, and its informer
+// listerCache is one of a Controller's caches: what it holds, and its informer
 // once Serve has built it.
-type cacheOf struct {
+type listerCache struct {
 	form     cacheForm
 	informer atomic.Pointer[cache.SharedIndexInformer]
 }
 
-// newCaches returns the caches of a Controller of gvr, with owns and
+// newListerCaches returns the caches of a Controller of gvr, with owns and
 // watches, or an error naming each resource that two of them name: a
 // Controller has one informer of each resource, which its Lister reads.
-func newCaches(gvr schema.GroupVersionResource, owns []informerSpec, watches []watchSpec) (map[schema.GroupVersionResource]*cacheOf, error) {
-	caches := map[schema.GroupVersionResource]*cacheOf{gvr: {form: cacheObjects}}
+func newListerCaches(gvr schema.GroupVersionResource, owns []informerSpec, watches []mappedResource) (map[schema.GroupVersionResource]*listerCache, error) {
+	caches := map[schema.GroupVersionResource]*listerCache{gvr: {form: cacheObjects}}
 	names := map[schema.GroupVersionResource]string{gvr: "the controller's own resource"}
 	var errs []error
 	add := func(name string, s informerSpec, form cacheForm) {
@@ -251,7 +251,7 @@ func newCaches(gvr schema.GroupVersionResource, owns []informerSpec, watches []w
 			return
 		}
 		names[s.gvr] = name
-		caches[s.gvr] = &cacheOf{form: form}
+		caches[s.gvr] = &listerCache{form: form}
 	}
 	for _, o := range owns {
 		form := cacheOwned
@@ -270,9 +270,10 @@ func newCaches(gvr schema.GroupVersionResource, owns []informerSpec, watches []w
 	return caches, errors.Join(errs...)
 }
 
-// cache records inf as the Controller's informer of gvr, for its Listers.
-func (c *Controller) cache(gvr schema.GroupVersionResource, inf cache.SharedIndexInformer) {
-	if ch, ok := c.caches[gvr]; ok {
+// publishInformer records inf as the Controller's informer of gvr, for
+// its Listers.
+func (c *Controller) publishInformer(gvr schema.GroupVersionResource, inf cache.SharedIndexInformer) {
+	if ch, ok := c.listerCaches[gvr]; ok {
 		ch.informer.Store(&inf)
 	}
 }

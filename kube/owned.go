@@ -25,7 +25,7 @@ import (
 // Either way the cache is indexed by controller owner, and
 // Lister.ControlledBy returns an owner's children in one lookup; and
 // either way a reconcile's own creation of a child doesn't come back as
-// work (ownedwrites.go). NewController and NewKindController return an
+// work (ownedcreations.go). NewController and NewKindController return an
 // error naming an Owns without a Version or a Resource, or with a
 // selector that doesn't parse.
 func Owns(gvr schema.GroupVersionResource, opts ...WatchOption) Part {
@@ -47,7 +47,7 @@ func (p ownsPart) check() error {
 // owner of the old object too when it isn't the new one's: the controller
 // owner reference was moved to another owner, or removed. An add or update
 // whose object is what a write of the owner's own reconcile returned isn't
-// queued (ownedwrites.go).
+// queued (ownedcreations.go).
 func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr schema.GroupResource) cache.ResourceEventHandler {
 	changed := func(obj any) {
 		owner, ok := c.ownerKey(obj)
@@ -59,7 +59,7 @@ func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr sch
 			queue.Add(owner)
 			return
 		}
-		c.ownedWrites.changed(ownedWriteKey(owner, gr, m.GetNamespace(), m.GetName()),
+		c.ownedCreations.changed(ownedWriteKey(owner, gr, m.GetNamespace(), m.GetName()),
 			objectVersion{uid: m.GetUID(), resourceVersion: m.GetResourceVersion()},
 			func(string) { queue.Add(owner) })
 	}
@@ -76,7 +76,7 @@ func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr sch
 			obj = tomb.Obj
 		}
 		if m, err := meta.Accessor(obj); err == nil {
-			c.ownedWrites.deleted(ownedWriteKey(owner, gr, m.GetNamespace(), m.GetName()))
+			c.ownedCreations.deleted(ownedWriteKey(owner, gr, m.GetNamespace(), m.GetName()))
 		}
 		queue.Add(owner)
 	}

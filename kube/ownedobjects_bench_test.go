@@ -171,7 +171,7 @@ func ownsHeap(b *testing.B, gvr schema.GroupVersionResource, list string, objs [
 	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	inf := c.caches[gvr].informer.Load()
+	inf := c.listerCaches[gvr].informer.Load()
 	require.NotNil(b, inf)
 	require.Len(b, (*inf).GetStore().ListKeys(), len(objs), "the Owns' cache holds every object")
 	if len(objs) > 0 {

@@ -17,6 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
 // Pruning: a reconcile's children of a resource an Owns names with Prune
@@ -188,11 +190,11 @@ func (s *scope) noteApplied(req *http.Request, resp *http.Response, err error) {
 	}
 	name := w.name
 	if name == "" {
-		got := writtenObject(resp, err)
-		if got == nil || got.Metadata.Namespace != w.namespace {
+		got := objcache.CreatedMetadata(resp, err)
+		if got == nil || got.Namespace != w.namespace {
 			return
 		}
-		name = got.Metadata.Name
+		name = got.Name
 	}
 	s.applied.add(w.gvr.GroupResource(), objectKey(w.namespace, name))
 }
@@ -235,7 +237,7 @@ func (c *Controller) pruneAfter(ctx context.Context, u *cachedObject) error {
 // pruneResource deletes the children of u of o's resource that ApplySet
 // id holds and the reconcile didn't write: see Prune.
 func (c *Controller) pruneResource(ctx context.Context, s *scope, u *cachedObject, o informerSpec, id string) error {
-	ch := c.caches[o.gvr]
+	ch := c.listerCaches[o.gvr]
 	if ch == nil {
 		return nil
 	}
@@ -351,7 +353,7 @@ func (c *Controller) applyApplySetParent(ctx context.Context, u *cachedObject, i
 		md.Annotations[applySetGKsAnnotation] == gks {
 		return nil
 	}
-	b, err := c.applyJSON(u, map[string]any{
+	b, err := c.applyBody(u, map[string]any{
 		"labels":      map[string]any{ApplySetIDLabel: id},
 		"annotations": map[string]any{applySetToolingAnnotation: applySetTooling, applySetGKsAnnotation: gks},
 	}, "", nil)

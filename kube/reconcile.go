@@ -246,11 +246,11 @@ func (c *Controller) applyStatus(ctx context.Context, u *cachedObject, before []
 	if err := errors.Join(ctx.Err(), mayWork(ctx)); err != nil {
 		return fmt.Errorf("kube: not applying the status of %s: the reconcile was cancelled: %w", c.describe(u), err)
 	}
-	apply, err := c.applyJSON(u, nil, "status", b)
+	apply, err := c.applyBody(u, nil, "status", b)
 	if err != nil {
 		return fmt.Errorf("kube: encoding the status of %s: %w", c.describe(u), err)
 	}
-	if err := c.applyOwn(ctx, u, "status", apply); err != nil {
+	if err := c.sendApply(ctx, u, "status", apply); err != nil {
 		return fmt.Errorf("kube: applying the status of %s: %w", c.describe(u), err)
 	}
 	return nil

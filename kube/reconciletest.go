@@ -107,10 +107,10 @@ func TestOwnedObjects(gvr schema.GroupVersionResource, objs ...any) TestCache {
 // resource that two caches name: a Controller has one cache of each
 // resource.
 func NewReconcileTest(name string, caches ...TestCache) (*ReconcileTest, error) {
-	c := &Controller{settings: Settings{Name: name}, caches: map[schema.GroupVersionResource]*cacheOf{}}
+	c := &Controller{settings: Settings{Name: name}, listerCaches: map[schema.GroupVersionResource]*listerCache{}}
 	var errs []error
 	for _, tc := range caches {
-		if _, ok := c.caches[tc.gvr]; ok {
+		if _, ok := c.listerCaches[tc.gvr]; ok {
 			errs = append(errs, fmt.Errorf("kube: NewReconcileTest: two caches of %s: a controller has one cache of each resource", tc.gvr))
 			continue
 		}
@@ -134,10 +134,10 @@ func NewReconcileTest(name string, caches ...TestCache) (*ReconcileTest, error) 
 				errs = append(errs, fmt.Errorf("kube: NewReconcileTest: object %d of %s: %w", i, tc.gvr, err))
 			}
 		}
-		ch := &cacheOf{form: tc.form}
+		ch := &listerCache{form: tc.form}
 		var inf cache.SharedIndexInformer = syncedCache{idx: idx}
 		ch.informer.Store(&inf)
-		c.caches[tc.gvr] = ch
+		c.listerCaches[tc.gvr] = ch
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err

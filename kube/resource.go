@@ -88,6 +88,19 @@ type Resource[Spec, Status any] struct {
 	// fields. The descriptions given by Description and by Rules are kept,
 	// and so are apiVersion's and kind's. false, the default, keeps them.
 	OmitUpstreamDescriptions bool
+
+	// Versions are the resource's other versions, besides Version, each
+	// with its own Go types and conversions to and from Object[Spec,
+	// Status], made with NewVersion (see Version). Version is the
+	// conversion hub, and the one the Controller watches and its
+	// Reconciler sees; it is also the storage version, unless one of
+	// Versions is. Nil, the default, is a resource of one version.
+	Versions []Version[Spec, Status]
+
+	// ConversionWebhook is where the API server sends the ConversionReviews
+	// of a resource whose Versions convert through a webhook: the App's
+	// Service, or a URL for a local run. See WebhookClient.
+	ConversionWebhook WebhookClient
 }
 
 // GVR is the resource's group, version and plural name, such as

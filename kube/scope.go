@@ -61,7 +61,7 @@ func withScope(ctx context.Context, s *scope) context.Context {
 	return withWriteHook(context.WithValue(ctx, scopeKey{}, s), s)
 }
 
-// noteWrite is the reconcile's writeHook: see ownedWrites.
+// noteWrite is the reconcile's writeHook: see ownedCreations.
 func (s *scope) noteWrite(req *http.Request, next http.RoundTripper) (*http.Response, error) {
 	if s.c == nil {
 		return next.RoundTrip(req)

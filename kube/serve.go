@@ -12,6 +12,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
+
+	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
 // Serve runs the controller until ctx is done:
@@ -66,21 +68,21 @@ func (c *Controller) Serve(ctx context.Context) error {
 		return err
 	}
 	unserved := make(chan error, 1)
-	caches, err := c.startCaches(keep, unserved)
+	informers, err := c.startInformers(keep, unserved)
 	if err != nil {
 		return err
 	}
 	// Whichever way Serve returns, the caches stop last (teardown).
 	td := &teardown{}
-	defer c.stopCaches(ctx, td, caches)
+	defer c.stopInformers(ctx, td, informers)
 	// A ctx that ended while the caches synced (or before Serve, with
 	// caches that synced at once) ends Serve here: it never campaigns.
-	if !caches.waitForSync(ctx) || ctx.Err() != nil {
+	if !informers.waitForSync(ctx) || ctx.Err() != nil {
 		return nil
 	}
 	c.synced.Store(true)
-	c.current.Store(caches)
-	return c.lead(ctx, workCtx, caches, td, unserved)
+	c.current.Store(informers)
+	return c.lead(ctx, workCtx, informers, td, unserved)
 }
 
 // checkServed lists the resource with a limit of 1 and the settings'
@@ -98,16 +100,16 @@ func (c *Controller) checkServed(ctx context.Context) error {
 // ends, the Lease is lost, or the resource is no longer served. Then it
 // stops the workers and the elector, which releases the Lease unless it
 // was lost, in that order, in td; Serve stops the informers after.
-func (c *Controller) lead(ctx, workCtx context.Context, caches *caches, td *teardown, unserved <-chan error) error {
+func (c *Controller) lead(ctx, workCtx context.Context, informers *informerSet, td *teardown, unserved <-chan error) error {
 	if c.settings.Sharding.Enabled {
-		return c.serveShard(ctx, workCtx, caches, td, unserved)
+		return c.serveShard(ctx, workCtx, informers, td, unserved)
 	}
 	l := c.newLease(workCtx, c.forceStop)
 	election, err := c.campaign(ctx, l)
 	if err != nil {
 		return err
 	}
-	w := &workers{c: c, caches: caches, stopping: make(chan struct{})}
+	w := &workers{c: c, informers: informers, stopping: make(chan struct{})}
 	err = w.run(ctx, withLease(workCtx, l), l, unserved)
 
 	td.stopWork(w.stop, election.stop)
@@ -151,10 +153,10 @@ func (e *election) stop() {
 
 // workers are the controller's Settings.Workers workers.
 type workers struct {
-	c        *Controller
-	caches   *caches
-	stopping chan struct{} // closed when the workers stop taking keys
-	wg       sync.WaitGroup
+	c         *Controller
+	informers *informerSet
+	stopping  chan struct{} // closed when the workers stop taking keys
+	wg        sync.WaitGroup
 }
 
 // run waits for the Lease, then works (see work), with workers whose
@@ -183,7 +185,7 @@ func (w *workers) work(ctx, workCtx, lost context.Context, what string, unserved
 	caughtUp, cancel := context.WithCancel(ctx)
 	defer context.AfterFunc(lost, cancel)()
 	took := time.Now()
-	err := w.c.catchUp(caughtUp, w.caches)
+	err := w.c.catchUp(caughtUp, w.informers)
 	cancel()
 	if err != nil {
 		if ctx.Err() != nil || lost.Err() != nil {
@@ -192,9 +194,9 @@ func (w *workers) work(ctx, workCtx, lost context.Context, what string, unserved
 		return fmt.Errorf("kube: controller %s %s: %w", w.c.settings.Name, what, err)
 	}
 	w.c.tel.log.InfoContext(ctx, strings.ToLower(what)+"; the caches caught up", "controller", w.c.settings.Name, "after", time.Since(took).Round(time.Millisecond).String())
-	lister := w.caches.resource.GetIndexer()
+	lister := w.informers.resource.GetIndexer()
 	for range w.c.settings.Workers {
-		w.wg.Go(func() { w.c.worker(workCtx, w.caches.queue, lister, w.stopping) })
+		w.wg.Go(func() { w.c.worker(workCtx, w.informers.queue, lister, w.stopping) })
 	}
 	select {
 	case <-ctx.Done():
@@ -210,12 +212,12 @@ func (w *workers) work(ctx, workCtx, lost context.Context, what string, unserved
 // flight: Shutdown's context, or a lost Lease, cancels them.
 func (w *workers) stop() {
 	close(w.stopping)
-	w.caches.queue.ShutDown()
+	w.informers.queue.ShutDown()
 	w.wg.Wait()
 }
 
-// watch adds h to inf with the controller's logger.
-func (c *Controller) watch(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
+// addHandler adds h to inf with the controller's logger.
+func (c *Controller) addHandler(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
 	reg, err := inf.AddEventHandlerWithOptions(h, cache.HandlerOptions{Logger: &c.tel.klog})
 	if err != nil {
 		return nil, fmt.Errorf("kube: adding an informer's handler: %w", err)
@@ -225,7 +227,7 @@ func (c *Controller) watch(inf cache.SharedIndexInformer, h cache.ResourceEventH
 
 // objectHandler queues the key, namespace/name or name, of every object of
 // the resource that is added, updated (or resynced) or deleted, except an
-// add or update that is the controller's own write (ownwrites.go).
+// add or update that is the controller's own write (echoes.go).
 func (c *Controller) objectHandler(queue workqueue.TypedInterface[string]) cache.ResourceEventHandler {
 	enqueue := func(obj any) {
 		if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
@@ -240,9 +242,9 @@ func (c *Controller) objectHandler(queue workqueue.TypedInterface[string]) cache
 		}
 		onlyOurs := func(writeScope) bool { return true }
 		if o, ok := old.(*cachedObject); ok {
-			onlyOurs = func(s writeScope) bool { return onlyOwnWrites(o, n, s) }
+			onlyOurs = func(s writeScope) bool { return objcache.ChangedOnly(o, n, s.finalizer, s.status) }
 		}
-		c.own.changedFrom(n.Key(), objectVersion{uid: n.GetUID(), resourceVersion: n.GetResourceVersion()}, onlyOurs, queue.Add)
+		c.echoes.changedFrom(n.Key(), objectVersion{uid: n.GetUID(), resourceVersion: n.GetResourceVersion()}, onlyOurs, queue.Add)
 	}
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: func(obj any) { changed(nil, obj) },
@@ -260,7 +262,7 @@ func (c *Controller) objectHandler(queue workqueue.TypedInterface[string]) cache
 		DeleteFunc: func(obj any) {
 			c.forgetFinalized(obj)
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-				c.own.deleted(key)
+				c.echoes.deleted(key)
 			}
 			enqueue(obj)
 		},

@@ -97,7 +97,7 @@ func shardLeaseName(s Settings) string { return s.Name + "-" + s.LeaderElection.
 // letting the reconciles in flight finish, and the member's loop, and
 // releases its Lease (unless lost), in that order, in td; Serve stops the
 // informers after.
-func (c *Controller) serveShard(ctx, workCtx context.Context, cs *caches, td *teardown, unserved <-chan error) error {
+func (c *Controller) serveShard(ctx, workCtx context.Context, cs *informerSet, td *teardown, unserved <-chan error) error {
 	m, err := c.newMember(workCtx, cs)
 	if err != nil {
 		return err
@@ -119,7 +119,7 @@ func (c *Controller) serveShard(ctx, workCtx context.Context, cs *caches, td *te
 	}
 	spawn(m.run)
 
-	w := &workers{c: c, caches: cs, stopping: make(chan struct{})}
+	w := &workers{c: c, informers: cs, stopping: make(chan struct{})}
 	err = w.work(ctx, withLease(workCtx, m), m.ctx, "joined its members", unserved)
 	// leave releases the Lease unless it was lost.
 	td.stopWork(w.stop, func() {

@@ -101,7 +101,7 @@ type member struct {
 
 // newMember returns the controller's member, not yet joined. Its lost
 // context derives from parent's values.
-func (c *Controller) newMember(parent context.Context, cs *caches) (*member, error) {
+func (c *Controller) newMember(parent context.Context, cs *informerSet) (*member, error) {
 	inst, err := newShardInstruments(c.tel.meter)
 	if err != nil {
 		return nil, err
@@ -129,7 +129,7 @@ func (c *Controller) newMember(parent context.Context, cs *caches) (*member, err
 	selector := shardLabel + "=" + c.settings.Name
 	m.informer = coordinationinformers.NewFilteredLeaseInformer(c.clients.kube, le.Namespace, 0, cache.Indexers{},
 		func(o *metav1.ListOptions) { o.LabelSelector = selector })
-	if _, err := c.watch(m.informer, cache.ResourceEventHandlerFuncs{
+	if _, err := c.addHandler(m.informer, cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { m.seen(obj) },
 		UpdateFunc: func(_, obj any) { m.seen(obj) },
 		DeleteFunc: m.gone,

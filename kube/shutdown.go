@@ -57,7 +57,7 @@ func (c *Controller) forceStop() {
 // only after the workers are done and only if it wasn't lost; then the
 // caches. lead and serveShard stop the first two (stopWork) before they
 // judge whether the Lease was lost; Serve's defer stops the caches
-// (stopCaches), whichever way it returns, and logs "slow stop" with what
+// (stopInformers), whichever way it returns, and logs "slow stop" with what
 // each took if they took longer than slowStop in all: none waits on the
 // API server for long, so a slow stop is worth a look.
 type teardown struct {
@@ -65,7 +65,7 @@ type teardown struct {
 }
 
 // slowStop is how long stopping the workers, the Lease and the caches may
-// take before stopCaches logs what each took.
+// take before stopInformers logs what each took.
 const slowStop = 2 * time.Second
 
 // stopWork stops the workers, then the Lease, and records what each took.
@@ -74,8 +74,8 @@ func (td *teardown) stopWork(workers, lease func()) {
 	td.lease = timed(lease)
 }
 
-// stopCaches stops the caches, last, and logs a slow stop.
-func (c *Controller) stopCaches(ctx context.Context, td *teardown, cs *caches) {
+// stopInformers stops the caches, last, and logs a slow stop.
+func (c *Controller) stopInformers(ctx context.Context, td *teardown, cs *informerSet) {
 	took := timed(cs.stop)
 	if td.workers+td.lease+took > slowStop {
 		c.tel.log.WarnContext(ctx, "slow stop", "controller", c.settings.Name,

@@ -116,7 +116,7 @@ func newTransport(s *humus.Setup, c Connection) (*transport, error) {
 		t.tokens = newTokenSource(c.Token, tel.LoggerProvider.Logger(instrumentationScope))
 		next = &bearer{tokens: t.tokens, next: next}
 	}
-	next = ownedWritesTransport{next: next}
+	next = writeHookTransport{next: next}
 	// With no-op providers and a propagator of no fields, otelhttp would
 	// record nothing and inject nothing, and yet cost CPU on every request
 	// (its attributes, its request clone and body wrapper). So it is left
@@ -193,7 +193,7 @@ func segment(p string, i int) string {
 }
 
 // writeHook is what a reconcile's context gives the transport so that it
-// notes the reconcile's writes (ownedwrites.go) without knowing the
+// notes the reconcile's writes (ownedcreations.go) without knowing the
 // Controller: noteWrite sends req through next and returns its answer.
 type writeHook interface {
 	noteWrite(req *http.Request, next http.RoundTripper) (*http.Response, error)
@@ -202,18 +202,18 @@ type writeHook interface {
 // writeHookKey is the context key of a request's writeHook.
 type writeHookKey struct{}
 
-// withWriteHook returns ctx carrying h, to which ownedWritesTransport
+// withWriteHook returns ctx carrying h, to which writeHookTransport
 // hands the writes of a request made with ctx.
 func withWriteHook(ctx context.Context, h writeHook) context.Context {
 	return context.WithValue(ctx, writeHookKey{}, h)
 }
 
-// ownedWritesTransport is the transport's layer that hands a write (a
+// writeHookTransport is the transport's layer that hands a write (a
 // PATCH, PUT or POST) to the writeHook of its request's context: a request
 // whose context carries none, or isn't a write, passes through untouched.
-type ownedWritesTransport struct{ next http.RoundTripper }
+type writeHookTransport struct{ next http.RoundTripper }
 
-func (t ownedWritesTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+func (t writeHookTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 	h, ok := req.Context().Value(writeHookKey{}).(writeHook)
 	if !ok || (req.Method != http.MethodPatch && req.Method != http.MethodPut && req.Method != http.MethodPost) {
 		return t.next.RoundTrip(req)

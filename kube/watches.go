@@ -154,8 +154,9 @@ type watchesPart struct {
 
 func (watchesPart) part() {}
 
-// watchSpec is a checked Watches: its informer, and how a change maps to keys.
-type watchSpec struct {
+// mappedResource is a checked Watches, a resource mapped to the
+// controller's keys: its informer, and how a change maps to keys.
+type mappedResource struct {
 	informerSpec
 	mapFunc MapFunc // nil for References
 	index   string  // References' index of the resource's cache
@@ -165,12 +166,12 @@ type watchSpec struct {
 	indexFunc func(*telemetry) cache.IndexFunc
 }
 
-// watchOf returns p checked for a controller of T; References' index of
+// mappedResourceOf returns p checked for a controller of T; References' index of
 // the resource's cache is named index.
-func watchOf[T any](p watchesPart, index string) (watchSpec, error) {
+func mappedResourceOf[T any](p watchesPart, index string) (mappedResource, error) {
 	name := "Watches(" + p.gvr.String() + ")"
 	errs := []error{p.check(name)}
-	w := watchSpec{informerSpec: p.informerSpec}
+	w := mappedResource{informerSpec: p.informerSpec}
 	if p.prune != pruneOff {
 		errs = append(errs, errors.New(name+" is given Prune: only an Owns prunes the children it controls"))
 	}
@@ -241,10 +242,10 @@ func objectKey(namespace, name string) string {
 	return namespace + "/" + name
 }
 
-// watchHandler queues the keys of the controller's objects that w maps a
+// mappedHandler queues the keys of the controller's objects that w maps a
 // watched object to, for every object added, updated or deleted. resource
 // is the resource's cache, which References look their index up in.
-func (c *Controller) watchHandler(w watchSpec, resource cache.Indexer, queue workqueue.TypedInterface[string]) cache.ResourceEventHandler {
+func (c *Controller) mappedHandler(w mappedResource, resource cache.Indexer, queue workqueue.TypedInterface[string]) cache.ResourceEventHandler {
 	enqueue := func(obj any) {
 		for _, key := range c.mapKeys(w, resource, obj) {
 			queue.Add(key)
@@ -280,7 +281,7 @@ func sameVersion(old, obj any) bool {
 
 // mapKeys returns the keys w maps obj to, a watched object or the
 // tombstone of a deleted one.
-func (c *Controller) mapKeys(w watchSpec, resource cache.Indexer, obj any) (keys []string) {
+func (c *Controller) mapKeys(w mappedResource, resource cache.Indexer, obj any) (keys []string) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
@@ -358,10 +359,10 @@ func (t *telemetry) panicked(ctx context.Context, body, namespace, name string, 
 	t.exception(ctx, span, body, logAttrs, p)
 }
 
-// watchInformers returns the informer of each Watches, limited to
+// mappedInformers returns the informer of each Watches, limited to
 // Settings.Namespace, with its handler, and adds References' indexes to
 // resource, the resource's informer, which mustn't have started.
-func (c *Controller) watchInformers(resource cache.SharedIndexInformer, queue workqueue.TypedInterface[string]) ([]cache.SharedIndexInformer, []cache.ResourceEventHandler, error) {
+func (c *Controller) mappedInformers(resource cache.SharedIndexInformer, queue workqueue.TypedInterface[string]) ([]cache.SharedIndexInformer, []cache.ResourceEventHandler, error) {
 	indexers := cache.Indexers{}
 	for _, w := range c.watches {
 		if w.indexFunc != nil {
@@ -387,9 +388,9 @@ func (c *Controller) watchInformers(resource cache.SharedIndexInformer, queue wo
 		if err != nil {
 			return nil, nil, err
 		}
-		c.cache(w.gvr, inf)
+		c.publishInformer(w.gvr, inf)
 		infs = append(infs, inf)
-		handlers = append(handlers, c.watchHandler(w, resource.GetIndexer(), queue))
+		handlers = append(handlers, c.mappedHandler(w, resource.GetIndexer(), queue))
 	}
 	return infs, handlers, nil
 }

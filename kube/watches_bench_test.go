@@ -228,7 +228,7 @@ func watchesHeap(b *testing.B, gvr schema.GroupVersionResource, list string, obj
 	runtime.GC()
 	runtime.GC()
 	runtime.ReadMemStats(&after)
-	inf := c.caches[gvr].informer.Load()
+	inf := c.listerCaches[gvr].informer.Load()
 	require.NotNil(b, inf)
 	require.Len(b, (*inf).GetStore().ListKeys(), len(objs), "the Watches' cache holds every object")
 	cancel()

@@ -409,13 +409,13 @@ func TestWatchesMapsAnUpdatesOldObjectAndItsNewOne(t *testing.T) {
 // A resync hands an update the same object twice: it is mapped once.
 func TestWatchesMapsAResyncOnce(t *testing.T) {
 	var maps counter
-	w := watchSpec{mapFunc: func(obj *metav1.PartialObjectMetadata) []types.NamespacedName {
+	w := mappedResource{mapFunc: func(obj *metav1.PartialObjectMetadata) []types.NamespacedName {
 		maps.add(obj.Labels["widget"])
 		return []types.NamespacedName{{Namespace: obj.Namespace, Name: obj.Labels["widget"]}}
 	}}
 	queue := workqueue.NewTyped[string]()
 	defer queue.ShutDown()
-	h := (&Controller{}).watchHandler(w, nil, queue)
+	h := (&Controller{}).mappedHandler(w, nil, queue)
 	at := func(rv, widget string) *metav1.PartialObjectMetadata {
 		cm := configMap("cm", map[string]string{"widget": widget})
 		cm.UID, cm.ResourceVersion = "cm-uid", rv

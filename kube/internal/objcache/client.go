@@ -169,12 +169,12 @@ func listFromJSON(b []byte) (*List, error) {
 // with the JSON of each of its items, in order.
 func scanList(b []byte, item func([]byte) error) (metav1.ListMeta, error) {
 	var lm metav1.ListMeta
-	_, err := ScanFields(b, ScanSpace(b, 0), func(f Field) error {
+	_, err := scanFields(b, scanSpace(b, 0), func(f field) error {
 		switch {
-		case f.Is("metadata"):
-			return json.Unmarshal(b[f.ValueStart:f.End], &lm)
-		case f.Is("items") && string(b[f.ValueStart:f.End]) != "null":
-			_, err := scanElements(b, f.ValueStart, func(start, end int) error { return item(b[start:end]) })
+		case f.is("metadata"):
+			return json.Unmarshal(b[f.valueStart:f.end], &lm)
+		case f.is("items") && string(b[f.valueStart:f.end]) != "null":
+			_, err := scanElements(b, f.valueStart, func(start, end int) error { return item(b[start:end]) })
 			return err
 		}
 		return nil
@@ -252,12 +252,12 @@ func (cachedCodec) Decode(data []byte, _ *schema.GroupVersionKind, into runtime.
 		// The object's bytes are data's, which the stream decoder reuses
 		// for its next event: they are decoded, and copied, before then
 		// (client-go's rest/watch Decoder).
-		_, err := ScanFields(data, ScanSpace(data, 0), func(f Field) error {
+		_, err := scanFields(data, scanSpace(data, 0), func(f field) error {
 			switch {
-			case f.Is("type"):
-				into.Type = eventType(data[f.ValueStart:f.End])
-			case f.Is("object"):
-				into.Object.Raw = data[f.ValueStart:f.End]
+			case f.is("type"):
+				into.Type = eventType(data[f.valueStart:f.end])
+			case f.is("object"):
+				into.Object.Raw = data[f.valueStart:f.end]
 			}
 			return nil
 		})

@@ -18,8 +18,13 @@
 //     through client-go's REST client with a codec and a framer of its
 //     own, reading each object straight from the API server's JSON into an
 //     Object (ObjectFromJSON), and each apply's answer into its Version.
-//   - ScanFields and ScanSpace, the scan of a JSON object's fields that
-//     these read with, for package kube's own-write check.
+//   - ChangedOnly and StatusFields, the content check that tells the
+//     event of the controller's own status or finalizer apply from another
+//     writer's change returned by a no-op apply: it compares two Objects'
+//     JSON field by field, as bytes.
+//   - CreatedMetadata, which reads the metadata of the object a write's
+//     answer created, from JSON or protobuf, leaving the answer's body as
+//     the client would have read it.
 //
 // Its invariants:
 //
@@ -28,8 +33,7 @@
 //   - Equal values are equal bytes: the API server writes a custom
 //     resource's JSON with sorted keys and no spaces, and NewObject writes
 //     encoding/json's, so one object's fields are the same bytes whenever
-//     their values are. Package kube's own-write check compares fields as
-//     bytes on it.
+//     their values are. ChangedOnly compares fields as bytes on it.
 //   - The scan reads JSON as encoding/json does: an escaped key is its
 //     text, a repeated key's last value wins. JSON the scan doesn't read is
 //     decoded as client-go's dynamic client decodes it, never dropped.

@@ -64,12 +64,12 @@ func (c *Object) setOwners(refs []metav1.OwnerReference) {
 func ownersFromJSON(raw string) ([]metav1.OwnerReference, error) {
 	b := []byte(raw)
 	var refs []metav1.OwnerReference
-	_, err := scanMetadata(b, func(f Field) error {
-		if !f.Is("ownerReferences") {
+	_, err := scanMetadata(b, func(f field) error {
+		if !f.is("ownerReferences") {
 			return nil
 		}
 		refs = nil
-		return json.Unmarshal(b[f.ValueStart:f.End], &refs)
+		return json.Unmarshal(b[f.valueStart:f.end], &refs)
 	})
 	return refs, err
 }

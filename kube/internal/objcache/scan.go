@@ -24,16 +24,15 @@ import (
 // fields the controller reads as substrings of what is left. The JSON is
 // the API server's, which encodes a custom resource's maps with sorted keys
 // and no spaces, so one object's fields are the same bytes whenever their
-// values are (package kube's own-write check, onlyStatusOrFinalizersChanged, relies on it). Anything the
-// scan doesn't expect, such as an object without metadata, is an error,
-// and the caller then decodes the object as client-go would
-// (ObjectFromJSON).
+// values are (ChangedOnly relies on it). Anything the scan doesn't
+// expect, such as an object without metadata, is an error, and the caller
+// then decodes the object as client-go would (ObjectFromJSON).
 
 // errNotScanned is the error of JSON the scan doesn't read.
 var errNotScanned = errors.New("objcache: JSON the cache's scan doesn't read")
 
-// ScanSpace skips JSON whitespace in b from i.
-func ScanSpace(b []byte, i int) int {
+// scanSpace skips JSON whitespace in b from i.
+func scanSpace(b []byte, i int) int {
 	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
 		i++
 	}
@@ -66,7 +65,7 @@ func scanValue(b []byte, i int) (int, error) {
 	case c == '"':
 		return scanString(b, i)
 	case c == '{':
-		return ScanFields(b, i, nil)
+		return scanFields(b, i, nil)
 	case c == '[':
 		return scanElements(b, i, nil)
 	case c == 't' || c == 'f' || c == 'n' || c == '-' || (c >= '0' && c <= '9'):
@@ -80,57 +79,57 @@ func scanValue(b []byte, i int) (int, error) {
 	}
 }
 
-// Field is one field of a JSON object, as ScanFields finds it: its key as
+// field is one field of a JSON object, as scanFields finds it: its key as
 // written, escapes and all, without quotes, and the spans of b (the
 // object's JSON) that are the whole field, from its key's opening quote
-// (Start), and its value (ValueStart to End).
-type Field struct {
-	Key                    []byte
-	Start, ValueStart, End int
+// (start), and its value (valueStart to end).
+type field struct {
+	key                    []byte
+	start, valueStart, end int
 
-	escaped bool // Key holds an escape
+	escaped bool // key holds an escape
 }
 
-// Is reports whether f's key is key once unescaped, as encoding/json reads
+// is reports whether f's key is key once unescaped, as encoding/json reads
 // it: "na\u006de" is "name". The key is only decoded when it holds an
 // escape, which the API server never writes.
-func (f Field) Is(key string) bool {
+func (f field) is(key string) bool {
 	if !f.escaped {
-		return string(f.Key) == key
+		return string(f.key) == key
 	}
 	var k string
-	err := json.Unmarshal(append(append([]byte{'"'}, f.Key...), '"'), &k)
+	err := json.Unmarshal(append(append([]byte{'"'}, f.key...), '"'), &k)
 	return err == nil && k == key
 }
 
 // text is f's value if it is a JSON string, as jsonText reads it, and
 // false if it is not.
-func (f Field) text(b []byte) (string, bool) {
-	t, err := jsonText(string(b[f.ValueStart:f.End]), 0, f.End-f.ValueStart)
+func (f field) text(b []byte) (string, bool) {
+	t, err := jsonText(string(b[f.valueStart:f.end]), 0, f.end-f.valueStart)
 	return t, err == nil
 }
 
-// ScanFields calls f, unless it is nil, with each field of the JSON object
+// scanFields calls f, unless it is nil, with each field of the JSON object
 // that begins at b[i], in order, repeated keys and all (encoding/json
 // keeps a repeated key's last value), and returns the object's end, past
 // its closing brace.
-func ScanFields(b []byte, i int, f func(Field) error) (int, error) {
+func scanFields(b []byte, i int, f func(field) error) (int, error) {
 	return scanMembers(b, i, '{', '}', func(start int) (int, error) {
 		keyEnd, err := scanString(b, start)
 		if err != nil {
 			return 0, err
 		}
-		i := ScanSpace(b, keyEnd)
+		i := scanSpace(b, keyEnd)
 		if i >= len(b) || b[i] != ':' {
 			return 0, errNotScanned
 		}
-		valueStart := ScanSpace(b, i+1)
+		valueStart := scanSpace(b, i+1)
 		end, err := scanValue(b, valueStart)
 		if err != nil || f == nil {
 			return end, err
 		}
 		key := b[start+1 : keyEnd-1]
-		return end, f(Field{Key: key, escaped: bytes.IndexByte(key, '\\') >= 0, Start: start, ValueStart: valueStart, End: end})
+		return end, f(field{key: key, escaped: bytes.IndexByte(key, '\\') >= 0, start: start, valueStart: valueStart, end: end})
 	})
 }
 
@@ -154,7 +153,7 @@ func scanMembers(b []byte, i int, open, closing byte, member func(start int) (en
 	if i >= len(b) || b[i] != open {
 		return 0, errNotScanned
 	}
-	i = ScanSpace(b, i+1)
+	i = scanSpace(b, i+1)
 	if i < len(b) && b[i] == closing {
 		return i + 1, nil
 	}
@@ -163,12 +162,12 @@ func scanMembers(b []byte, i int, open, closing byte, member func(start int) (en
 		if err != nil {
 			return 0, err
 		}
-		i = ScanSpace(b, end)
+		i = scanSpace(b, end)
 		switch {
 		case i >= len(b):
 			return 0, errNotScanned
 		case b[i] == ',':
-			i = ScanSpace(b, i+1)
+			i = scanSpace(b, i+1)
 		case b[i] == closing:
 			return i + 1, nil
 		default:
@@ -205,16 +204,16 @@ const initialEventsEnd = metav1.InitialEventsAnnotationKey
 // JSON is b, and reports whether the object is a Status, whose metadata it
 // doesn't scan. An object without metadata is an error. Of a repeated
 // key, the last is read, as encoding/json reads it.
-func scanMetadata(b []byte, f func(Field) error) (status bool, err error) {
-	var md *Field
+func scanMetadata(b []byte, f func(field) error) (status bool, err error) {
+	var md *field
 	var kind, apiVersion string
-	if _, err := ScanFields(b, ScanSpace(b, 0), func(f Field) error {
+	if _, err := scanFields(b, scanSpace(b, 0), func(f field) error {
 		switch {
-		case f.Is("metadata"):
+		case f.is("metadata"):
 			md = &f
-		case f.Is("kind"):
+		case f.is("kind"):
 			kind, _ = f.text(b)
-		case f.Is("apiVersion"):
+		case f.is("apiVersion"):
 			apiVersion, _ = f.text(b)
 		}
 		return nil
@@ -224,17 +223,17 @@ func scanMetadata(b []byte, f func(Field) error) (status bool, err error) {
 	if kind == "Status" && apiVersion == "v1" {
 		return true, nil
 	}
-	if md == nil || b[md.ValueStart] != '{' {
+	if md == nil || b[md.valueStart] != '{' {
 		return false, errNotScanned
 	}
-	_, err = ScanFields(b, md.ValueStart, f)
+	_, err = scanFields(b, md.valueStart, f)
 	return false, err
 }
 
 // versionFromJSON reads the namespace, name, uid and resourceVersion of
 // the object whose JSON is b, such as an apply's answer, copying them.
 func versionFromJSON(b []byte) (namespace, name string, v Version, err error) {
-	status, err := scanMetadata(b, func(f Field) error {
+	status, err := scanMetadata(b, func(f field) error {
 		var err error
 		text := func() string {
 			t, ok := f.text(b)
@@ -244,13 +243,13 @@ func versionFromJSON(b []byte) (namespace, name string, v Version, err error) {
 			return t
 		}
 		switch {
-		case f.Is("namespace"):
+		case f.is("namespace"):
 			namespace = text()
-		case f.Is("name"):
+		case f.is("name"):
 			name = text()
-		case f.Is("uid"):
+		case f.is("uid"):
 			v.UID = types.UID(text())
-		case f.Is("resourceVersion"):
+		case f.is("resourceVersion"):
 			v.ResourceVersion = text()
 		}
 		return err
@@ -276,8 +275,8 @@ type scannedObject struct {
 // watch's bookmark. It copies what it keeps of b. It returns errNotScanned
 // for JSON it doesn't read.
 func cachedFromJSON(b []byte) (scannedObject, error) {
-	var fields []Field
-	status, err := scanMetadata(b, func(f Field) error {
+	var fields []field
+	status, err := scanMetadata(b, func(f field) error {
 		fields = append(fields, f)
 		return nil
 	})
@@ -289,49 +288,49 @@ func cachedFromJSON(b []byte) (scannedObject, error) {
 	c := s.obj
 	for _, f := range fields {
 		// A repeated key's last value is the one read, null included.
-		null := string(b[f.ValueStart:f.End]) == "null"
-		start, end := at(f.ValueStart), at(f.End)
+		null := string(b[f.valueStart:f.end]) == "null"
+		start, end := at(f.valueStart), at(f.end)
 		var err error
 		switch {
-		case f.Is("managedFields"):
-		case f.Is("name"):
+		case f.is("managedFields"):
+		case f.is("name"):
 			c.name, err = metadataText(raw, start, end, null)
-		case f.Is("namespace"):
+		case f.is("namespace"):
 			c.namespace, err = metadataText(raw, start, end, null)
-		case f.Is("uid"):
+		case f.is("uid"):
 			var uid string
 			uid, err = metadataText(raw, start, end, null)
 			c.uid = types.UID(uid)
-		case f.Is("resourceVersion"):
+		case f.is("resourceVersion"):
 			c.resourceVersion, err = metadataText(raw, start, end, null)
-		case f.Is("generation"):
+		case f.is("generation"):
 			c.generation = 0
 			if !null {
 				c.generation, err = strconv.ParseInt(raw[start:end], 10, 64)
 			}
-		case f.Is("deletionTimestamp"):
+		case f.is("deletionTimestamp"):
 			c.SetDeletionTimestamp(nil)
 			if !null {
 				t := new(metav1.Time)
-				if err = t.UnmarshalJSON(b[f.ValueStart:f.End]); err == nil {
+				if err = t.UnmarshalJSON(b[f.valueStart:f.end]); err == nil {
 					c.SetDeletionTimestamp(t)
 				}
 			}
-		case f.Is("finalizers"):
+		case f.is("finalizers"):
 			var fs []string
 			if !null {
-				_, err = scanElements(b, f.ValueStart, func(s, e int) error {
+				_, err = scanElements(b, f.valueStart, func(s, e int) error {
 					f, err := jsonText(raw, at(s), at(e))
 					fs = append(fs, f)
 					return err
 				})
 			}
 			c.SetFinalizers(fs)
-		case f.Is("annotations"):
+		case f.is("annotations"):
 			eventsEnd := false
 			if !null {
-				_, err = ScanFields(b, f.ValueStart, func(a Field) error {
-					if a.Is(initialEventsEnd) {
+				_, err = scanFields(b, f.valueStart, func(a field) error {
+					if a.is(initialEventsEnd) {
 						t, _ := a.text(b)
 						eventsEnd = t == "true"
 					}
@@ -343,7 +342,7 @@ func cachedFromJSON(b []byte) (scannedObject, error) {
 			}
 		}
 		if err != nil {
-			return scannedObject{}, fmt.Errorf("%w: metadata.%s: %w", errNotScanned, f.Key, err)
+			return scannedObject{}, fmt.Errorf("%w: metadata.%s: %w", errNotScanned, f.key, err)
 		}
 	}
 	return s, nil
@@ -362,21 +361,21 @@ func metadataText(raw string, start, end int, null bool) (string, error) {
 // are managedFields, however often and however escaped, each cut with the
 // comma before it, or after it when no field before it is kept; and at,
 // which maps an offset of b outside the cuts to its offset in raw.
-func cutManagedFields(b []byte, fields []Field) (raw string, at func(int) int) {
+func cutManagedFields(b []byte, fields []field) (raw string, at func(int) int) {
 	type span struct{ start, end int }
 	var cuts []span
 	kept := -1 // the end of the last field kept
 	for i, f := range fields {
-		if !f.Is("managedFields") {
-			kept = f.End
+		if !f.is("managedFields") {
+			kept = f.end
 			continue
 		}
-		cut := span{f.Start, f.End}
+		cut := span{f.start, f.end}
 		switch {
 		case kept >= 0:
 			cut.start = kept
 		case i+1 < len(fields):
-			cut.end = fields[i+1].Start
+			cut.end = fields[i+1].start
 		}
 		if n := len(cuts); n > 0 && cut.start <= cuts[n-1].end {
 			cuts[n-1].end = max(cuts[n-1].end, cut.end)

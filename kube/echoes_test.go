@@ -16,7 +16,7 @@ import (
 	clienttesting "k8s.io/client-go/testing"
 )
 
-// queued records the keys ownWrites queues.
+// queued records the keys echoFilter queues.
 type queued []string
 
 func (q *queued) add(key string) { *q = append(*q, key) }
@@ -33,9 +33,9 @@ func version(uid, rv string) objectVersion {
 }
 
 func TestTheEventOfTheControllersOwnApplyIsNotQueued(t *testing.T) {
-	var o ownWrites
+	var o echoFilter
 	var q queued
-	err := o.apply("ns/w1", returns("w1", "2"))
+	err := o.write("ns/w1", returns("w1", "2"))
 	require.NoError(t, err)
 	o.changed("ns/w1", version("w1", "2"), q.add)
 	require.Empty(t, q)
@@ -46,9 +46,9 @@ func TestTheEventOfTheControllersOwnApplyIsNotQueued(t *testing.T) {
 }
 
 func TestAChangeLandingAfterTheControllersApplyIsQueued(t *testing.T) {
-	var o ownWrites
+	var o echoFilter
 	var q queued
-	err := o.apply("ns/w1", returns("w1", "2"))
+	err := o.write("ns/w1", returns("w1", "2"))
 	require.NoError(t, err)
 	o.changed("ns/w1", version("w1", "2"), q.add)
 	o.changed("ns/w1", version("w1", "3"), q.add)
@@ -56,9 +56,9 @@ func TestAChangeLandingAfterTheControllersApplyIsQueued(t *testing.T) {
 }
 
 func TestAnEventBeforeItsApplysResponseIsHeldAndDropped(t *testing.T) {
-	var o ownWrites
+	var o echoFilter
 	var q queued
-	err := o.apply("ns/w1", func() (*objectVersion, error) {
+	err := o.write("ns/w1", func() (*objectVersion, error) {
 		o.changed("ns/w1", version("w1", "2"), q.add) // the apply's own event
 		require.Empty(t, q, "held while the apply is in flight")
 		return returns("w1", "2")()
@@ -69,9 +69,9 @@ func TestAnEventBeforeItsApplysResponseIsHeldAndDropped(t *testing.T) {
 }
 
 func TestAChangeRacingTheApplyIsQueuedOnceItReturns(t *testing.T) {
-	var o ownWrites
+	var o echoFilter
 	var q queued
-	err := o.apply("ns/w1", func() (*objectVersion, error) {
+	err := o.write("ns/w1", func() (*objectVersion, error) {
 		o.changed("ns/w1", version("w1", "2"), q.add) // another manager's, before the apply
 		o.changed("ns/w1", version("w1", "3"), q.add) // the apply's own
 		require.Empty(t, q)
@@ -82,9 +82,9 @@ func TestAChangeRacingTheApplyIsQueuedOnceItReturns(t *testing.T) {
 }
 
 func TestEventsHeldDuringAFailedApplyAreQueued(t *testing.T) {
-	var o ownWrites
+	var o echoFilter
 	var q queued
-	err := o.apply("ns/w1", func() (*objectVersion, error) {
+	err := o.write("ns/w1", func() (*objectVersion, error) {
 		o.changed("ns/w1", version("w1", "2"), q.add)
 		return nil, errors.New("refused")
 	})
@@ -94,9 +94,9 @@ func TestEventsHeldDuringAFailedApplyAreQueued(t *testing.T) {
 }
 
 func TestAnotherObjectOfTheSameNameIsQueued(t *testing.T) {
-	var o ownWrites
+	var o echoFilter
 	var q queued
-	err := o.apply("ns/w1", returns("w1", "2"))
+	err := o.write("ns/w1", returns("w1", "2"))
 	require.NoError(t, err)
 	o.changed("ns/w1", version("w1-again", "2"), q.add)
 	require.Equal(t, queued{"ns/w1"}, q, "the uid is part of what matches")
@@ -130,10 +130,10 @@ func TestANewObjectWithAFinalizerIsReconciledOnce(t *testing.T) {
 // writer's change that landed while the apply was in flight: that change
 // is still queued, told apart by what it changed.
 func TestAnotherWritersChangeReturnedByANoOpApplyIsQueued(t *testing.T) {
-	var o ownWrites
+	var o echoFilter
 	var q queued
 	annotated := func(writeScope) bool { return false } // the event changed an annotation
-	err := o.apply("ns/w1", func() (*objectVersion, error) {
+	err := o.write("ns/w1", func() (*objectVersion, error) {
 		o.changedFrom("ns/w1", version("w1", "3"), annotated, q.add)
 		return returns("w1", "3")()
 	})
@@ -142,48 +142,10 @@ func TestAnotherWritersChangeReturnedByANoOpApplyIsQueued(t *testing.T) {
 
 	// The same after the apply returned, when the event comes late.
 	q = nil
-	err = o.apply("ns/w1", returns("w1", "4"))
+	err = o.write("ns/w1", returns("w1", "4"))
 	require.NoError(t, err)
 	o.changedFrom("ns/w1", version("w1", "4"), annotated, q.add)
 	require.Equal(t, queued{"ns/w1"}, q)
-}
-
-func TestOnlyOwnWrites(t *testing.T) {
-	obj := cachedOfJSON
-	base := `{"metadata":{"name":"w1","resourceVersion":"1","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`
-	finalizer := writeScope{finalizer: "test/cleanup"}
-	status := writeScope{status: []string{"seen"}}
-	for _, tc := range []struct {
-		name  string
-		new   string
-		scope writeScope
-		want  bool
-	}{
-		{"a status field the apply named", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":1,"phase":"Pending"}}`, status, true},
-		{"a status field the apply didn't name", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Running"}}`, status, false},
-		{"a status field added that the apply didn't name", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":1,"phase":"Pending","other":true}}`, status, false},
-		{"the status, by a metadata apply (a Kind's status is its kubelet's)", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":1,"phase":"Pending"}}`, finalizer, false},
-		{"the controller's finalizer", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep","test/cleanup"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, finalizer, true},
-		{"its finalizer and its annotation", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep","test/cleanup"],"annotations":{"a":"b","test/cleanup":"not finalized"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, finalizer, true},
-		{"another manager's finalizer", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep","third/keep"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, finalizer, false},
-		{"another manager's finalizer removed", `{"metadata":{"name":"w1","resourceVersion":"2","annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, finalizer, false},
-		{"a finalizer, by a status apply", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep","test/cleanup"],"annotations":{"a":"b"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, status, false},
-		{"an annotation", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"c"}},"spec":{"size":1},"status":{"seen":0,"phase":"Pending"}}`, finalizer.union(status), false},
-		{"the spec", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size":2},"status":{"seen":0,"phase":"Pending"}}`, finalizer.union(status), false},
-		{"undecodable", `{`, finalizer.union(status), false},
-		// Fields are compared as their bytes, which newCachedObject's
-		// encoding keeps alike for equal values; written otherwise, a
-		// field counts as changed, and the key is queued.
-		{"the spec written otherwise", `{"metadata":{"name":"w1","resourceVersion":"2","finalizers":["other/keep"],"annotations":{"a":"b"}},"spec":{"size": 1},"status":{"seen":0,"phase":"Pending"}}`, status, false},
-		{"metadata's and status's fields in another order", `{"metadata":{"resourceVersion":"2","annotations":{"a":"b"},"name":"w1","finalizers":["other/keep"]},"spec":{"size":1},"status":{"phase":"Pending","seen":1}}`, status, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			require.Equal(t, tc.want, onlyOwnWrites(obj(base), obj(tc.new), tc.scope))
-		})
-	}
-	require.True(t, onlyOwnWrites(obj(`{"metadata":{"name":"w1","resourceVersion":"1"}}`), obj(`{"metadata":{"name":"w1","resourceVersion":"2"},"status":{"seen":1}}`), status),
-		"a status the object had none of")
-	require.Equal(t, []string{"seen", "phase"}, statusFieldsOf([]byte(`{"apiVersion":"v1","metadata":{"name":"w1"},"status":{"seen":1,"phase":"x"}}`)))
 }
 
 // A no-op apply returns the object at the version of whatever change came
@@ -260,10 +222,10 @@ func TestAnotherWritersStatusOrFinalizerReturnedByANoOpApplyIsQueued(t *testing.
 // An apply that panics, which the reconcile recovers, still ends: left in
 // flight, its key's events would be held, and lost, for good.
 func TestAnApplyThatPanicsHoldsNoEventForGood(t *testing.T) {
-	var o ownWrites
+	var o echoFilter
 	var q queued
 	require.Panics(t, func() {
-		_ = o.apply("ns/w1", func() (*objectVersion, error) {
+		_ = o.write("ns/w1", func() (*objectVersion, error) {
 			o.changed("ns/w1", version("w1", "2"), q.add)
 			panic("the client panicked")
 		})

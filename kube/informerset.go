@@ -17,26 +17,26 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// caches are a controller's informers, the resource's and each owned
+// informerSet is a controller's informers, the resource's and each owned
 // resource's, with the work queue they fill, their sync checks, what each
 // knows of its watch, and their stop.
-type caches struct {
+type informerSet struct {
 	queue    workqueue.TypedRateLimitingInterface[string]
 	resource cache.SharedIndexInformer
 	all      []cache.SharedIndexInformer
 	synced   []cache.DoneChecker
-	watches  []*watchHealth // one per informer, in all's order
+	health   []*watchHealth // one per informer, in all's order
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 }
 
-// startCaches builds the informers and their queue, and runs them until
+// startInformers builds the informers and their queue, and runs them until
 // stop, with ctx's values. The resource's watch, found unserved for
 // Settings.WatchTimeout, sends the error that ends Serve on unserved.
-func (c *Controller) startCaches(ctx context.Context, unserved chan<- error) (*caches, error) {
+func (c *Controller) startInformers(ctx context.Context, unserved chan<- error) (*informerSet, error) {
 	ns := c.settings.Namespace
-	cs := &caches{queue: c.newQueue()}
+	cs := &informerSet{queue: c.newQueue()}
 	ctx, cs.cancel = context.WithCancel(ctx)
 
 	rw := newWatchHealth(c.gvr.String(), c.settings.WatchTimeout, func(err error) {
@@ -52,32 +52,32 @@ func (c *Controller) startCaches(ctx context.Context, unserved chan<- error) (*c
 		if err != nil {
 			return err
 		}
-		reg, err := c.watch(inf, handler)
+		reg, err := c.addHandler(inf, handler)
 		if err != nil {
 			return err
 		}
 		cs.all = append(cs.all, inf)
-		cs.watches = append(cs.watches, h)
+		cs.health = append(cs.health, h)
 		cs.synced = append(cs.synced, reg.HasSyncedChecker())
 		return nil
 	}
 	var err error
 	cs.resource, err = newResourceInformer(c.clients, rw, c.gvr, ns, selectors{label: c.settings.LabelSelector, field: c.settings.FieldSelector}, c.settings.Resync)
 	if err == nil {
-		c.cache(c.gvr, cs.resource)
+		c.publishInformer(c.gvr, cs.resource)
 	}
 	errs := []error{add(cs.resource, err, rw, c.objectHandler(cs.queue))}
 	for _, o := range c.owns {
 		h := newWatchHealth(o.gvr.String(), c.settings.WatchTimeout, nil)
 		inf, err := c.ownsInformer(o, ns, h)
 		if err == nil {
-			c.cache(o.gvr, inf)
+			c.publishInformer(o.gvr, inf)
 		}
 		errs = append(errs, add(inf, err, h, c.ownerHandler(cs.queue, o.gvr.GroupResource())))
 	}
 	if err := errors.Join(errs...); err == nil {
 		// Watches' informers keep no watch health: nil.
-		watched, handlers, err := c.watchInformers(cs.resource, cs.queue)
+		watched, handlers, err := c.mappedInformers(cs.resource, cs.queue)
 		errs = append(errs, err)
 		for i, inf := range watched {
 			errs = append(errs, add(inf, nil, nil, handlers[i]))
@@ -95,7 +95,7 @@ func (c *Controller) startCaches(ctx context.Context, unserved chan<- error) (*c
 
 // waitForSync waits until every informer has synced, and returns false if
 // ctx ends first.
-func (cs *caches) waitForSync(ctx context.Context) bool {
+func (cs *informerSet) waitForSync(ctx context.Context) bool {
 	return cache.WaitFor(ctx, "", cs.synced...)
 }
 
@@ -105,13 +105,13 @@ func (cs *caches) waitForSync(ctx context.Context) bool {
 // an outage of the API server, holds a cache of the time its watch broke;
 // one with its watch open receives every change as the API server's watch
 // cache does. It returns an error naming the informers still behind.
-func (cs *caches) waitCaughtUp(ctx context.Context, timeout time.Duration) error {
+func (cs *informerSet) waitCaughtUp(ctx context.Context, timeout time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
 		var behind []string
 		var changed []<-chan struct{}
-		for _, h := range cs.watches {
+		for _, h := range cs.health {
 			if h == nil {
 				continue
 			}
@@ -133,9 +133,9 @@ func (cs *caches) waitCaughtUp(ctx context.Context, timeout time.Duration) error
 
 // stale returns an error naming every informer whose watch has been broken
 // for longer than its bound, or nil.
-func (cs *caches) stale() error {
+func (cs *informerSet) stale() error {
 	var errs []error
-	for _, h := range cs.watches {
+	for _, h := range cs.health {
 		if h != nil {
 			errs = append(errs, h.stale())
 		}
@@ -144,12 +144,12 @@ func (cs *caches) stale() error {
 }
 
 // stop shuts the queue down, stops the informers, and waits for them.
-// Serve calls it once, last (teardown); startCaches, on a failure.
-func (cs *caches) stop() {
+// Serve calls it once, last (teardown); startInformers, on a failure.
+func (cs *informerSet) stop() {
 	cs.queue.ShutDown()
 	cs.cancel()
 	cs.wg.Wait()
-	for _, h := range cs.watches {
+	for _, h := range cs.health {
 		if h != nil {
 			h.stop()
 		}
@@ -289,7 +289,7 @@ func (h *watchHealth) stop() {
 // what the API server holds now (waitCurrent): a replica that starts work
 // on a cache it knows is behind can undo newer writes. Errors: either
 // wait's, naming what hasn't caught up.
-func (c *Controller) catchUp(ctx context.Context, cs *caches) error {
+func (c *Controller) catchUp(ctx context.Context, cs *informerSet) error {
 	timeout := c.settings.CatchUpTimeout
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()

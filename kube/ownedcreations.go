@@ -1,19 +1,14 @@
 package kube
 
 import (
-	"bytes"
-	"errors"
-	"io"
 	"net/http"
 	"strings"
-
-	gojson "github.com/goccy/go-json"
-	"google.golang.org/protobuf/encoding/protowire"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
 // The Reconciler's creations of the resources its controller Owns don't
@@ -34,7 +29,7 @@ import (
 // that lands between the write and its event included, since it has a
 // resourceVersion of its own. The Reconciler's write made that version,
 // and the Reconciler saw what it returned, so it is no news to it.
-// ownWrites holds an owned object's events while a write to it is in
+// echoFilter holds an owned object's events while a write to it is in
 // flight, as it does the resource's, since an event can come before its
 // write's response does.
 //
@@ -65,44 +60,44 @@ func (c *Controller) noteOwnedWrite(key string, req *http.Request, next http.Rou
 	// A POST names its object in its body, not its path: its key is known
 	// only from the answer, so its events aren't held meanwhile.
 	if w.name != "" {
-		c.ownedWrites.writing(w.key(w.name))
+		c.ownedCreations.writing(w.key(w.name))
 		// A panic below, which the reconcile recovers, still ends the
 		// write: left in flight, the object's events would be held for
 		// good.
 		defer func() {
 			if p := recover(); p != nil {
-				c.ownedWrites.wrote(w.key(w.name), nil)
+				c.ownedCreations.wrote(w.key(w.name), nil)
 				panic(p)
 			}
 		}()
 	}
 	resp, err := next.RoundTrip(req)
-	got := writtenObject(resp, err)
+	got := objcache.CreatedMetadata(resp, err)
 	if got != nil {
 		// Only an object the reconciled owner controls: Owns' events of
 		// any other queue their own controller, and a write kept for them
 		// would never be matched.
 		if owner, ok := c.ownerKey(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
-			Namespace: got.Metadata.Namespace, OwnerReferences: got.Metadata.OwnerReferences,
+			Namespace: got.Namespace, OwnerReferences: got.OwnerReferences,
 		}}); !ok || owner != key {
 			got = nil
 		}
 	}
-	if got != nil && !w.selects(got.Metadata.Labels) {
+	if got != nil && !w.selects(got.Labels) {
 		// A label-selected Owns that doesn't see the object: no event
 		// would come to match a write kept for it.
 		got = nil
 	}
 	switch {
 	case w.name != "":
-		c.ownedWrites.wrote(w.key(w.name), got.version(w.namespace, w.name))
-	case got != nil && got.Metadata.Name != "" && got.Metadata.Namespace == w.namespace:
+		c.ownedCreations.wrote(w.key(w.name), writtenVersion(got, w.namespace, w.name))
+	case got != nil && got.Name != "" && got.Namespace == w.namespace:
 		// A POST's events weren't held: the creation's event may have
 		// come already, and then nothing is left to match it.
-		key := w.key(got.Metadata.Name)
-		v := got.version(w.namespace, got.Metadata.Name)
-		c.ownedWrites.writing(key)
-		c.ownedWrites.wroteCached(key, v, c.ownedCached(w, got.Metadata.Name, v))
+		key := w.key(got.Name)
+		v := writtenVersion(got, w.namespace, got.Name)
+		c.ownedCreations.writing(key)
+		c.ownedCreations.wroteCached(key, v, c.ownedCached(w, got.Name, v))
 	}
 	return resp, err
 }
@@ -133,14 +128,14 @@ func (w ownedWriteTarget) selects(objLabels map[string]string) bool {
 	return false
 }
 
-// key is the ownWrites key of the object name of w's resource and
+// key is the echoFilter key of the object name of w's resource and
 // namespace, written by w's owner's reconcile: Owns' handler builds the
 // same from an event's object and its controller owner reference.
 func (w ownedWriteTarget) key(name string) string {
 	return ownedWriteKey(w.owner, w.gvr.GroupResource(), w.namespace, name)
 }
 
-// ownedWriteKey is the ownWrites key of an owned object: its owner's key,
+// ownedWriteKey is the echoFilter key of an owned object: its owner's key,
 // its resource, and its namespace and name. Versions of one resource name
 // one object, so the version is left out.
 func ownedWriteKey(owner string, gr schema.GroupResource, namespace, name string) string {
@@ -208,7 +203,7 @@ func (c *Controller) ownedWrite(owner string, req *http.Request) (ownedWriteTarg
 // reports false for a nil v, for another object of the same name, or
 // before the cache is started.
 func (c *Controller) ownedCached(w ownedWriteTarget, name string, v *objectVersion) bool {
-	ch := c.caches[w.gvr]
+	ch := c.listerCaches[w.gvr]
 	if v == nil || ch == nil {
 		return false
 	}
@@ -220,192 +215,11 @@ func (c *Controller) ownedCached(w ownedWriteTarget, name string, v *objectVersi
 	return cached.uid == v.uid && newerOrSame(cached.resourceVersion, v.resourceVersion)
 }
 
-// writtenMetadata is what a write's answer tells of the object written:
-// its metadata.
-type writtenMetadata struct {
-	Metadata metav1.ObjectMeta
+// writtenVersion is the object version m, a write's answer's metadata,
+// names, or nil if m is nil or names another object than namespace/name.
+func writtenVersion(m *metav1.ObjectMeta, namespace, name string) *objectVersion {
+	if m == nil || m.Name != name || m.Namespace != namespace || m.ResourceVersion == "" {
+		return nil
+	}
+	return &objectVersion{uid: m.UID, resourceVersion: m.ResourceVersion}
 }
-
-// version is the object version w names, or nil if w is nil or names
-// another object than namespace/name.
-func (w *writtenMetadata) version(namespace, name string) *objectVersion {
-	if w == nil || w.Metadata.Name != name || w.Metadata.Namespace != namespace || w.Metadata.ResourceVersion == "" {
-		return nil
-	}
-	return &objectVersion{uid: w.Metadata.UID, resourceVersion: w.Metadata.ResourceVersion}
-}
-
-// The media types of a write's answer that writtenObject reads: client-go's
-// typed clients ask for protobuf (rest.CodecFactoryForGeneratedClient),
-// its dynamic client and a custom resource's answers are JSON.
-const (
-	mediaTypeJSON     = "application/json"
-	mediaTypeProtobuf = "application/vnd.kubernetes.protobuf"
-)
-
-// protobufPrefix begins every protobuf answer of the API server's, before
-// its runtime.Unknown envelope (apimachinery's
-// pkg/runtime/serializer/protobuf).
-var protobufPrefix = []byte("k8s\x00")
-
-// writtenObject reads the metadata of the object a write's answer holds,
-// when the write created it, and gives resp a body that reads as the
-// answer did: its bytes, and then any error reading them ended in. It
-// returns nil for a failed request, an answer other than 201 Created, one
-// that is neither JSON nor protobuf, or one that doesn't decode.
-func writtenObject(resp *http.Response, err error) *writtenMetadata {
-	if err != nil || resp == nil || resp.Body == nil || resp.StatusCode != http.StatusCreated {
-		return nil
-	}
-	ct := resp.Header.Get("Content-Type")
-	isJSON, isProtobuf := strings.HasPrefix(ct, mediaTypeJSON), strings.HasPrefix(ct, mediaTypeProtobuf)
-	if !isJSON && !isProtobuf {
-		return nil
-	}
-	b, readErr := io.ReadAll(resp.Body)
-	_ = resp.Body.Close()
-	var body io.Reader = bytes.NewReader(b)
-	if readErr != nil {
-		body = io.MultiReader(body, errReader{readErr})
-	}
-	resp.Body = io.NopCloser(body)
-	if readErr != nil {
-		return nil
-	}
-	var w writtenMetadata
-	if isJSON {
-		// Only the fields read: the managed fields are often the larger
-		// part of the metadata.
-		var j struct {
-			Metadata struct {
-				Name            string                  `json:"name"`
-				Namespace       string                  `json:"namespace"`
-				UID             types.UID               `json:"uid"`
-				ResourceVersion string                  `json:"resourceVersion"`
-				Labels          map[string]string       `json:"labels"`
-				OwnerReferences []metav1.OwnerReference `json:"ownerReferences"`
-			} `json:"metadata"`
-		}
-		if gojson.Unmarshal(b, &j) != nil {
-			return nil
-		}
-		w.Metadata = metav1.ObjectMeta{Name: j.Metadata.Name, Namespace: j.Metadata.Namespace, UID: j.Metadata.UID,
-			ResourceVersion: j.Metadata.ResourceVersion, Labels: j.Metadata.Labels, OwnerReferences: j.Metadata.OwnerReferences}
-		return &w
-	}
-	if !bytes.HasPrefix(b, protobufPrefix) {
-		return nil
-	}
-	m, err := metadataFromProtobuf(b[len(protobufPrefix):])
-	if err != nil {
-		return nil
-	}
-	w.Metadata = m
-	return &w
-}
-
-// metadataFromProtobuf reads the name, namespace, uid, resourceVersion,
-// labels and owner references of the object in a runtime.Unknown
-// envelope, the API server's protobuf encoding less its prefix: the
-// envelope's field 2 is the object, an object's field 1 its ObjectMeta (as
-// PartialObjectMetadata's is), whose fields 1, 3, 5, 6, 11 and 13 are
-// those (apimachinery's generated.proto), the labels a map, whose entries
-// are messages of a key (1) and a value (2). The managed fields, often the
-// larger part of the metadata, are skipped undecoded.
-func metadataFromProtobuf(b []byte) (metav1.ObjectMeta, error) {
-	var m metav1.ObjectMeta
-	raw, err := protoBytesField(b, 2)
-	if err != nil {
-		return m, err
-	}
-	meta, err := protoBytesField(raw, 1)
-	if err != nil {
-		return m, err
-	}
-	err = protoFields(meta, func(num protowire.Number, v []byte) error {
-		switch num {
-		case 1:
-			m.Name = string(v)
-		case 3:
-			m.Namespace = string(v)
-		case 5:
-			m.UID = types.UID(v)
-		case 6:
-			m.ResourceVersion = string(v)
-		case 11:
-			var key, value string
-			if err := protoFields(v, func(num protowire.Number, e []byte) error {
-				switch num {
-				case 1:
-					key = string(e)
-				case 2:
-					value = string(e)
-				}
-				return nil
-			}); err != nil {
-				return err
-			}
-			if m.Labels == nil {
-				m.Labels = map[string]string{}
-			}
-			m.Labels[key] = value
-		case 13:
-			var ref metav1.OwnerReference
-			if err := ref.Unmarshal(v); err != nil {
-				return err
-			}
-			m.OwnerReferences = append(m.OwnerReferences, ref)
-		}
-		return nil
-	})
-	return m, err
-}
-
-// errProtobuf is the error of a message that doesn't parse.
-var errProtobuf = errors.New("kube: a protobuf message that doesn't parse")
-
-// protoFields calls f with the number and bytes of each length-delimited
-// field of the protobuf message b, and skips the others.
-func protoFields(b []byte, f func(protowire.Number, []byte) error) error {
-	for len(b) > 0 {
-		num, typ, n := protowire.ConsumeTag(b)
-		if n < 0 {
-			return errProtobuf
-		}
-		b = b[n:]
-		if typ == protowire.BytesType {
-			v, n := protowire.ConsumeBytes(b)
-			if n < 0 {
-				return errProtobuf
-			}
-			if err := f(num, v); err != nil {
-				return err
-			}
-			b = b[n:]
-			continue
-		}
-		if n = protowire.ConsumeFieldValue(num, typ, b); n < 0 {
-			return errProtobuf
-		}
-		b = b[n:]
-	}
-	return nil
-}
-
-// protoBytesField is the last length-delimited field numbered num of the
-// protobuf message b, as a message's last value of a field wins.
-func protoBytesField(b []byte, num protowire.Number) ([]byte, error) {
-	var field []byte
-	err := protoFields(b, func(n protowire.Number, v []byte) error {
-		if n == num {
-			field = v
-		}
-		return nil
-	})
-	return field, err
-}
-
-// errReader returns err from every Read.
-type errReader struct{ err error }
-
-func (e errReader) Read([]byte) (int, error) { return 0, e.err }

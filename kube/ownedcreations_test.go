@@ -1,9 +1,7 @@
 package kube
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"io"
 	"net/http"
 	"net/url"
@@ -11,11 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/runtime/serializer/protobuf"
-	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
@@ -105,7 +100,7 @@ func applyConfigMap(t *testing.T, c *Controller, rt http.RoundTripper, ctx conte
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, "https://api.example.com/api/v1/namespaces/team-a/configmaps/w1?fieldManager=widgets", strings.NewReader(`{}`))
 	require.NoError(t, err)
-	resp, err := ownedWritesTransport{next: rt}.RoundTrip(req)
+	resp, err := writeHookTransport{next: rt}.RoundTrip(req)
 	require.NoError(t, err)
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
@@ -149,7 +144,7 @@ func TestAnOwnedObjectsEventIsQueuedUnlessItIsWhatItsOwnersReconcileCreated(t *t
 	applyConfigMap(t, c, answering{body: configMapAnswer}, withReconciling(t.Context(), c, "team-a/w1"))
 	h.OnDelete(configMapOfW1("7"))
 	require.Equal(t, 1, queue.Len(), "a deletion is always queued")
-	require.Empty(t, c.ownedWrites.keys, "and forgets the writes of the object deleted")
+	require.Empty(t, c.ownedCreations.keys, "and forgets the writes of the object deleted")
 }
 
 func TestAnOwnedObjectsEventsAreHeldWhileItsOwnersWriteIsInFlight(t *testing.T) {
@@ -173,44 +168,7 @@ func TestAnOwnedObjectsEventsAreHeldWhileItsOwnersWriteIsInFlight(t *testing.T) 
 	close(rt.proceed)
 	<-done
 	require.Equal(t, 1, queue.Len(), "the other change is queued once the write returns, and the write's own isn't")
-	require.Empty(t, c.ownedWrites.keys, "nothing is kept once the write's event has come")
-}
-
-func TestAWriteThatFailsToReadKeepsItsErrorForTheClient(t *testing.T) {
-	broken := errors.New("connection reset")
-	resp := &http.Response{StatusCode: http.StatusCreated, Header: http.Header{"Content-Type": {"application/json"}},
-		Body: io.NopCloser(io.MultiReader(strings.NewReader(`{"metadata":`), errReader{broken}))}
-	require.Nil(t, writtenObject(resp, nil))
-	b, err := io.ReadAll(resp.Body)
-	require.ErrorIs(t, err, broken)
-	require.Equal(t, `{"metadata":`, string(b))
-}
-
-func TestAWritesAnswerIsReadInProtobufAsClientGosTypedClientsAskForIt(t *testing.T) {
-	cm := &corev1.ConfigMap{
-		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "ConfigMap"},
-		ObjectMeta: metav1.ObjectMeta{Name: "w1", Namespace: "team-a", UID: "cm-uid", ResourceVersion: "5",
-			Labels:          map[string]string{"team": "a", "app": "widgets"},
-			OwnerReferences: []metav1.OwnerReference{{APIVersion: "test.example.com/v1", Kind: "Widget", Name: "w1", UID: "w-uid", Controller: ptr.To(true)}}},
-		Data: map[string]string{"a": "b"},
-	}
-	var buf bytes.Buffer
-	require.NoError(t, protobuf.NewSerializer(scheme.Scheme, scheme.Scheme).Encode(cm, &buf))
-	sent := buf.Bytes()
-	resp := &http.Response{StatusCode: http.StatusCreated, Header: http.Header{"Content-Type": {"application/vnd.kubernetes.protobuf"}},
-		Body: io.NopCloser(bytes.NewReader(sent))}
-	got := writtenObject(resp, nil)
-	require.NotNil(t, got)
-	require.Equal(t, &objectVersion{uid: "cm-uid", resourceVersion: "5"}, got.version("team-a", "w1"))
-	require.Equal(t, cm.OwnerReferences, got.Metadata.OwnerReferences)
-	require.Equal(t, cm.Labels, got.Metadata.Labels, "the labels, which a label-selected Owns matches")
-	b, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.Equal(t, sent, b, "the client reads the answer as the API server sent it")
-
-	resp.Header.Set("Content-Type", "application/cbor")
-	resp.Body = io.NopCloser(bytes.NewReader(sent))
-	require.Nil(t, writtenObject(resp, nil), "an answer neither JSON nor protobuf isn't read")
+	require.Empty(t, c.ownedCreations.keys, "nothing is kept once the write's event has come")
 }
 
 // withOwnedCache gives c an Owns cache of ConfigMaps holding objs, as the
@@ -218,12 +176,12 @@ func TestAWritesAnswerIsReadInProtobufAsClientGosTypedClientsAskForIt(t *testing
 func withOwnedCache(t *testing.T, c *Controller, objs ...*cachedObject) {
 	t.Helper()
 	gvr := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	c.caches = map[schema.GroupVersionResource]*cacheOf{gvr: {form: cacheOwned}}
+	c.listerCaches = map[schema.GroupVersionResource]*listerCache{gvr: {form: cacheOwned}}
 	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &cachedObject{}, 0, cache.Indexers{})
 	for _, o := range objs {
 		require.NoError(t, inf.GetIndexer().Add(o))
 	}
-	c.cache(gvr, inf)
+	c.publishInformer(gvr, inf)
 }
 
 func TestACreationWhoseEventCameBeforeItsAnswerKeepsNothing(t *testing.T) {
@@ -240,7 +198,7 @@ func TestACreationWhoseEventCameBeforeItsAnswerKeepsNothing(t *testing.T) {
 		req, err := http.NewRequestWithContext(withReconciling(t.Context(), c, "team-a/w1"), http.MethodPost,
 			"https://api.example.com/api/v1/namespaces/team-a/configmaps?fieldManager=widgets", strings.NewReader(`{}`))
 		require.NoError(t, err)
-		resp, err := ownedWritesTransport{next: answering{body: configMapAnswer}}.RoundTrip(req)
+		resp, err := writeHookTransport{next: answering{body: configMapAnswer}}.RoundTrip(req)
 		require.NoError(t, err)
 		_, err = io.ReadAll(resp.Body)
 		require.NoError(t, err)
@@ -250,7 +208,7 @@ func TestACreationWhoseEventCameBeforeItsAnswerKeepsNothing(t *testing.T) {
 	h.OnAdd(configMapOfW1("5"), false)
 	require.Equal(t, 1, queue.Len(), "the creation's event, before its answer, queues its owner")
 	create()
-	require.Empty(t, c.ownedWrites.keys, "a creation whose version the cache holds already keeps nothing")
+	require.Empty(t, c.ownedCreations.keys, "a creation whose version the cache holds already keeps nothing")
 	key, _ := queue.Get()
 	queue.Done(key)
 
@@ -261,7 +219,7 @@ func TestACreationWhoseEventCameBeforeItsAnswerKeepsNothing(t *testing.T) {
 	h.OnAdd(configMapOfW1("5"), false)
 	h.OnUpdate(configMapOfW1("5"), configMapOfW1("6"))
 	create()
-	require.Empty(t, c.ownedWrites.keys, "a creation whose object the cache holds at a newer version keeps nothing")
+	require.Empty(t, c.ownedCreations.keys, "a creation whose object the cache holds at a newer version keeps nothing")
 	require.Equal(t, 1, queue.Len())
 	key, _ = queue.Get()
 	queue.Done(key)
@@ -272,19 +230,19 @@ func TestACreationWhoseEventCameBeforeItsAnswerKeepsNothing(t *testing.T) {
 		Name: "w1", Namespace: "team-a", UID: "old-cm-uid", ResourceVersion: "6",
 	}}))
 	create()
-	require.Len(t, c.ownedWrites.keys, 1, "a creation whose object's event hasn't come is kept")
+	require.Len(t, c.ownedCreations.keys, 1, "a creation whose object's event hasn't come is kept")
 	h.OnAdd(configMapOfW1("5"), false)
 	require.Zero(t, queue.Len())
-	require.Empty(t, c.ownedWrites.keys)
+	require.Empty(t, c.ownedCreations.keys)
 
 	// A creation whose event hasn't come is kept until it comes, as
 	// before.
 	withOwnedCache(t, c)
 	create()
-	require.Len(t, c.ownedWrites.keys, 1)
+	require.Len(t, c.ownedCreations.keys, 1)
 	h.OnAdd(configMapOfW1("5"), false)
 	require.Zero(t, queue.Len(), "its event isn't queued")
-	require.Empty(t, c.ownedWrites.keys)
+	require.Empty(t, c.ownedCreations.keys)
 }
 
 func TestACreationALabelSelectedOwnsDoesntSeeKeepsNothing(t *testing.T) {
@@ -301,25 +259,25 @@ func TestACreationALabelSelectedOwnsDoesntSeeKeepsNothing(t *testing.T) {
 		t.Helper()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPatch, "https://api.example.com/api/v1/namespaces/team-a/configmaps/w1?fieldManager=widgets", strings.NewReader(`{}`))
 		require.NoError(t, err)
-		resp, err := ownedWritesTransport{next: rt}.RoundTrip(req)
+		resp, err := writeHookTransport{next: rt}.RoundTrip(req)
 		require.NoError(t, err)
 		_, err = io.ReadAll(resp.Body)
 		require.NoError(t, err)
 	}
 
 	do(answer(`{"team":"b"}`))
-	require.Empty(t, c.ownedWrites.keys, "a child the selector doesn't select keeps nothing")
+	require.Empty(t, c.ownedCreations.keys, "a child the selector doesn't select keeps nothing")
 	do(answering{body: configMapAnswer})
-	require.Empty(t, c.ownedWrites.keys, "nor one without labels")
+	require.Empty(t, c.ownedCreations.keys, "nor one without labels")
 
 	do(answer(`{"team":"a"}`))
-	require.Len(t, c.ownedWrites.keys, 1, "a child the selector selects is kept until its event comes")
+	require.Len(t, c.ownedCreations.keys, 1, "a child the selector selects is kept until its event comes")
 	queue := workqueue.NewTyped[string]()
 	defer queue.ShutDown()
 	h := c.ownerHandler(queue, schema.GroupResource{Resource: "configmaps"})
 	h.OnAdd(configMapOfW1("5"), false)
 	require.Zero(t, queue.Len(), "and its event isn't queued")
-	require.Empty(t, c.ownedWrites.keys)
+	require.Empty(t, c.ownedCreations.keys)
 }
 
 func TestACreationAnyOwnsOfItsResourceSelectsIsKept(t *testing.T) {
@@ -339,15 +297,15 @@ func TestACreationAnyOwnsOfItsResourceSelectsIsKept(t *testing.T) {
 		req, err := http.NewRequestWithContext(withReconciling(t.Context(), c, "team-a/w1"), http.MethodPatch,
 			"https://api.example.com/apis/parts.example.com/v2/namespaces/team-a/gears/w1?fieldManager=widgets", strings.NewReader(`{}`))
 		require.NoError(t, err)
-		resp, err := ownedWritesTransport{next: rt}.RoundTrip(req)
+		resp, err := writeHookTransport{next: rt}.RoundTrip(req)
 		require.NoError(t, err)
 		_, err = io.ReadAll(resp.Body)
 		require.NoError(t, err)
 	}
 	write(gear("c"))
-	require.Empty(t, c.ownedWrites.keys, "neither Owns selects tier=c")
+	require.Empty(t, c.ownedCreations.keys, "neither Owns selects tier=c")
 	write(gear("b"))
-	require.Len(t, c.ownedWrites.keys, 1, "the v2 Owns selects tier=b")
+	require.Len(t, c.ownedCreations.keys, 1, "the v2 Owns selects tier=b")
 	queue := workqueue.NewTyped[string]()
 	defer queue.ShutDown()
 	h := c.ownerHandler(queue, schema.GroupResource{Group: "parts.example.com", Resource: "gears"})
@@ -368,8 +326,8 @@ func TestAnOwnedWriteThatPanicsHoldsNoEventForGood(t *testing.T) {
 	req, err := http.NewRequestWithContext(withReconciling(t.Context(), c, "team-a/w1"), http.MethodPatch,
 		"https://api.example.com/api/v1/namespaces/team-a/configmaps/w1?fieldManager=widgets", strings.NewReader(`{}`))
 	require.NoError(t, err)
-	require.Panics(t, func() { _, _ = ownedWritesTransport{next: panicking{}}.RoundTrip(req) })
-	require.Empty(t, c.ownedWrites.keys, "the write ended")
+	require.Panics(t, func() { _, _ = writeHookTransport{next: panicking{}}.RoundTrip(req) })
+	require.Empty(t, c.ownedCreations.keys, "the write ended")
 	h.OnUpdate(configMapOfW1("4"), configMapOfW1("5"))
 	require.Equal(t, 1, queue.Len(), "a later change of the child isn't held")
 }
