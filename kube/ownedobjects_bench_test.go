@@ -75,11 +75,18 @@ func benchDeployment(b testing.TB, i int) *unstructured.Unstructured {
 // while the heap is read, but which the cache's index by controller owner
 // indexes as any owner: one index entry for each object, its worst case.
 func benchOwned(new func(testing.TB, int) *unstructured.Unstructured) func(testing.TB, int) *unstructured.Unstructured {
+	return benchOwnedBy(new, 1)
+}
+
+// benchOwnedBy is benchOwned with perOwner children of each owner, as a
+// CronJob keeps several Jobs: the owner of child i is i/perOwner.
+func benchOwnedBy(new func(testing.TB, int) *unstructured.Unstructured, perOwner int) func(testing.TB, int) *unstructured.Unstructured {
 	return func(b testing.TB, i int) *unstructured.Unstructured {
 		u := new(b, i)
+		owner := i / perOwner
 		u.SetOwnerReferences([]metav1.OwnerReference{{
-			APIVersion: "sites.example.com/v1", Kind: "Website", Name: fmt.Sprintf("site-%05d", i),
-			UID: types.UID(fmt.Sprintf("5a0c5e7e-1b0d-4f7e-8c1e-2d6b9a4%05d", i)), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
+			APIVersion: "sites.example.com/v1", Kind: "Website", Name: fmt.Sprintf("site-%05d", owner),
+			UID: types.UID(fmt.Sprintf("5a0c5e7e-1b0d-4f7e-8c1e-2d6b9a4%05d", owner)), Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true),
 		}})
 		return u
 	}
@@ -87,7 +94,8 @@ func benchOwned(new func(testing.TB, int) *unstructured.Unstructured) func(testi
 
 // BenchmarkOwnsCachedObjectBytes measures the heap an Owns given
 // CacheObjects holds per cached child, a Job and a Deployment, each with
-// a controller owner reference to an owner of its own, at N=1,000 and
+// a controller owner reference to an owner of its own (and Jobs five to
+// an owner, as a CronJob keeps them), at N=1,000 and
 // N=10,000 in the controller's namespace, as BenchmarkWatchesCachedObjectBytes
 // measures a Watches': the objects whole, their owner references and the
 // index by controller owner. B/object is the heap held per child,
@@ -103,6 +111,7 @@ func BenchmarkOwnsCachedObjectBytes(b *testing.B) {
 	}{
 		{"Job", schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, "JobList", benchOwned(benchJob)},
 		{"Deployment", deploymentGVR, "DeploymentList", benchOwned(benchDeployment)},
+		{"Job-5-per-owner", schema.GroupVersionResource{Group: "batch", Version: "v1", Resource: "jobs"}, "JobList", benchOwnedBy(benchJob, 5)},
 	} {
 		for _, n := range []int{1_000, 10_000} {
 			b.Run(fmt.Sprintf("%s/N=%d", kind.name, n), func(b *testing.B) {
@@ -177,7 +186,7 @@ func ownsHeap(b *testing.B, gvr schema.GroupVersionResource, list string, objs [
 	if len(objs) > 0 {
 		keys, err := (*inf).GetIndexer().IndexKeys(controllerUIDIndex, string(objs[0].GetOwnerReferences()[0].UID))
 		require.NoError(b, err)
-		require.Len(b, keys, 1, "the index by controller owner holds it")
+		require.NotEmpty(b, keys, "the index by controller owner holds it")
 	}
 	cancel()
 	require.NoError(b, c.Shutdown(context.Background()))
