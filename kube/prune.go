@@ -77,8 +77,10 @@ const (
 // with the reconcile's context: a child it stops writing is deleted. The
 // controller also applies the ApplySet's label and annotations to the
 // reconciled object, once, under the field manager Settings.Name +
-// "-applyset". The RBAC it needs beyond Owns' is delete on the resource,
-// and patch on the controller's own (which Finalize needs too). A Watches
+// "-applyset". The RBAC it needs beyond Owns' is get and delete on the
+// resource, and patch on the controller's own (which Finalize needs too).
+// A reconcile whose prune fails (a GET, the parent's apply or a DELETE)
+// returns that error, and is retried as any failed reconcile. A Watches
 // can't take it; a Resource whose Owns prunes needs ApplySetParentTypeLabel
 // "true" in Resource.Labels, and NewController says so.
 func Prune() WatchOption {
