@@ -28,7 +28,8 @@ import (
 // converted by the API server, which calls the App's conversion webhook
 // (Resource.Conversion gives conversion.Handler what it serves). It is
 // also the storage version, as the hub usually is, unless a Version's
-// Storage says otherwise.
+// Storage says otherwise. A Version has the Resource's group, kind, scope
+// and names: versions of one resource can't disagree on them.
 type Version[Spec, Status any] struct {
 	name     string
 	made     bool // made by NewVersion, not a zero Version
@@ -284,7 +285,7 @@ func (r Resource[Spec, Status]) versionedCRD() (*apiextensionsv1.CustomResourceD
 	if len(r.Versions) == 0 {
 		errs = append(errs, errors.New("kube: Resource.ConversionWebhook is set, but the Resource has no Versions to convert"))
 	}
-	hubShape, _ := crdschema.CRD(shapeOf(r.OmitUpstreamDescriptions, r.EmbeddedObjectMeta, reflect.TypeFor[Spec](), reflect.TypeFor[Status](), reflect.TypeFor[Object[Spec, Status]]()))
+	var hubShape *apiextensionsv1.CustomResourceDefinition // reflected once a version needs it
 
 	seen := map[string]string{r.Version: "the Resource's own Version"}
 	var versions []apiextensionsv1.CustomResourceDefinitionVersion
@@ -297,35 +298,12 @@ func (r Resource[Spec, Status]) versionedCRD() (*apiextensionsv1.CustomResourceD
 			continue
 		}
 		at = fmt.Sprintf("%s (%s, %s)", at, v.name, v.goType)
-		switch {
-		case v.name == "":
-			errs = append(errs, fmt.Errorf("%s has no name: give one, such as v1beta1", at))
-		case seen[v.name] != "":
-			errs = append(errs, fmt.Errorf("%s: version %s is declared twice, here and as %s", at, v.name, seen[v.name]))
-		default:
-			for _, p := range validation.IsDNS1035Label(v.name) {
-				errs = append(errs, fmt.Errorf("%s: the name %q is not a version name, such as v1beta1: %s", at, v.name, p))
-			}
+		errs = append(errs, v.check(at, seen, r.Version)...)
+		if v.name != "" && seen[v.name] == "" {
 			seen[v.name] = fmt.Sprintf("Resource.Versions[%d]", i)
-		}
-		if v.toNil != v.fromNil {
-			missing := "toHub, to"
-			if v.fromNil {
-				missing = "fromHub, from"
-			}
-			errs = append(errs, fmt.Errorf("%s has no conversion %s the hub %s: give both functions, or neither for a version that encodes as the hub does", at, missing, r.Version))
 		}
 		if v.opts.Storage {
 			storage = append(storage, v.name)
-		}
-		if !v.opts.Deprecated && v.opts.DeprecationWarning != "" {
-			errs = append(errs, fmt.Errorf("%s has a DeprecationWarning but isn't Deprecated: the API server warns only of a deprecated version", at))
-		}
-		if n := len(v.opts.DeprecationWarning); n > 256 {
-			errs = append(errs, fmt.Errorf("%s: its DeprecationWarning is %d bytes, more than 256", at, n))
-		}
-		if strings.ContainsFunc(v.opts.DeprecationWarning, func(c rune) bool { return !unicode.IsPrint(c) }) {
-			errs = append(errs, fmt.Errorf("%s: its DeprecationWarning %q has characters that are not printable", at, v.opts.DeprecationWarning))
 		}
 
 		vc, err := crdschema.CRD(v.schemaResource(r.OmitUpstreamDescriptions, r.EmbeddedObjectMeta))
@@ -334,39 +312,23 @@ func (r Resource[Spec, Status]) versionedCRD() (*apiextensionsv1.CustomResourceD
 			continue
 		}
 		if v.identity {
+			if hubShape == nil {
+				hubShape, _ = crdschema.CRD(shapeOf(r.OmitUpstreamDescriptions, r.EmbeddedObjectMeta, reflect.TypeFor[Spec](), reflect.TypeFor[Status](), reflect.TypeFor[Object[Spec, Status]]()))
+			}
 			if shape, err := crdschema.CRD(shapeOf(r.OmitUpstreamDescriptions, r.EmbeddedObjectMeta, v.spec, v.status, v.object)); err == nil && hubShape != nil && !sameShape(hubShape, shape) {
 				errs = append(errs, fmt.Errorf("%s has no conversion functions, so it must encode as the hub %s does, but its Spec %s or Status %s has other fields or types than %s's: give NewVersion its toHub and fromHub", at, r.Version, v.spec, v.status, r.Version))
 			}
 		} else {
 			webhook = true
 		}
-		cv := vc.Spec.Versions[0]
-		cv.Name = v.name
-		cv.Served = !v.opts.NotServed
-		cv.Storage = v.opts.Storage
-		cv.Deprecated = v.opts.Deprecated
-		if v.opts.DeprecationWarning != "" {
-			w := v.opts.DeprecationWarning
-			cv.DeprecationWarning = &w
-		}
-		versions = append(versions, cv)
+		versions = append(versions, v.crdVersion(vc.Spec.Versions[0]))
 	}
 	if len(storage) > 1 {
 		errs = append(errs, fmt.Errorf("kube: Resource.Versions: %s are each Storage: one version is stored, at most one of Versions (the Resource's own Version when none is)", strings.Join(storage, " and ")))
 	}
 
-	conv := &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}
-	switch {
-	case webhook:
-		cc, cerrs := r.ConversionWebhook.clientConfig()
-		errs = append(errs, cerrs...)
-		conv = &apiextensionsv1.CustomResourceConversion{
-			Strategy: apiextensionsv1.WebhookConverter,
-			Webhook:  &apiextensionsv1.WebhookConversion{ClientConfig: cc, ConversionReviewVersions: []string{"v1"}},
-		}
-	case !r.ConversionWebhook.isZero() && len(r.Versions) > 0:
-		errs = append(errs, errors.New("kube: Resource.ConversionWebhook is set, but every version encodes as the hub does, so the API server converts them without a webhook (strategy None): leave it out"))
-	}
+	conv, convErrs := r.crdConversion(webhook)
+	errs = append(errs, convErrs...)
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
@@ -374,6 +336,75 @@ func (r Resource[Spec, Status]) versionedCRD() (*apiextensionsv1.CustomResourceD
 	crd.Spec.Versions = append(crd.Spec.Versions, versions...)
 	crd.Spec.Conversion = conv
 	return crd, nil
+}
+
+// check returns the mistakes in v, Resource.Versions' entry at (as
+// messages name it), of a Resource whose own version is hub; seen names
+// where each version name before it was declared: no name, or a name not
+// a DNS-1035 label or declared before; one conversion function without
+// the other; a DeprecationWarning without Deprecated, over 256 bytes, or
+// with a character that isn't printable.
+func (v Version[Spec, Status]) check(at string, seen map[string]string, hub string) []error {
+	var errs []error
+	switch {
+	case v.name == "":
+		errs = append(errs, fmt.Errorf("%s has no name: give one, such as v1beta1", at))
+	case seen[v.name] != "":
+		errs = append(errs, fmt.Errorf("%s: version %s is declared twice, here and as %s", at, v.name, seen[v.name]))
+	default:
+		for _, p := range validation.IsDNS1035Label(v.name) {
+			errs = append(errs, fmt.Errorf("%s: the name %q is not a version name, such as v1beta1: %s", at, v.name, p))
+		}
+	}
+	if v.toNil != v.fromNil {
+		missing := "toHub, to"
+		if v.fromNil {
+			missing = "fromHub, from"
+		}
+		errs = append(errs, fmt.Errorf("%s has no conversion %s the hub %s: give both functions, or neither for a version that encodes as the hub does", at, missing, hub))
+	}
+	if !v.opts.Deprecated && v.opts.DeprecationWarning != "" {
+		errs = append(errs, fmt.Errorf("%s has a DeprecationWarning but isn't Deprecated: the API server warns only of a deprecated version", at))
+	}
+	if n := len(v.opts.DeprecationWarning); n > 256 {
+		errs = append(errs, fmt.Errorf("%s: its DeprecationWarning is %d bytes, more than 256", at, n))
+	}
+	if strings.ContainsFunc(v.opts.DeprecationWarning, func(c rune) bool { return !unicode.IsPrint(c) }) {
+		errs = append(errs, fmt.Errorf("%s: its DeprecationWarning %q has characters that are not printable", at, v.opts.DeprecationWarning))
+	}
+	return errs
+}
+
+// crdVersion is cv, the version its own CRD gives v, named and served,
+// stored and deprecated as v's options say.
+func (v Version[Spec, Status]) crdVersion(cv apiextensionsv1.CustomResourceDefinitionVersion) apiextensionsv1.CustomResourceDefinitionVersion {
+	cv.Name = v.name
+	cv.Served = !v.opts.NotServed
+	cv.Storage = v.opts.Storage
+	cv.Deprecated = v.opts.Deprecated
+	if v.opts.DeprecationWarning != "" {
+		w := v.opts.DeprecationWarning
+		cv.DeprecationWarning = &w
+	}
+	return cv
+}
+
+// crdConversion is the CRD's conversion: by the ConversionWebhook when a
+// version converts through functions (webhook), else None; and the
+// mistakes in the webhook's client config, or a ConversionWebhook given
+// where none is needed.
+func (r Resource[Spec, Status]) crdConversion(webhook bool) (*apiextensionsv1.CustomResourceConversion, []error) {
+	switch {
+	case webhook:
+		cc, errs := r.ConversionWebhook.clientConfig()
+		return &apiextensionsv1.CustomResourceConversion{
+			Strategy: apiextensionsv1.WebhookConverter,
+			Webhook:  &apiextensionsv1.WebhookConversion{ClientConfig: cc, ConversionReviewVersions: []string{"v1"}},
+		}, errs
+	case !r.ConversionWebhook.isZero() && len(r.Versions) > 0:
+		return nil, []error{errors.New("kube: Resource.ConversionWebhook is set, but every version encodes as the hub does, so the API server converts them without a webhook (strategy None): leave it out")}
+	}
+	return &apiextensionsv1.CustomResourceConversion{Strategy: apiextensionsv1.NoneConverter}, nil
 }
 
 // schemaResource is v as crdschema reflects it. The Resource's names are

@@ -72,87 +72,104 @@ func (sp Spoke[H]) Preserving() Spoke[H] {
 		return sp // Handler and RoundTrip name the mistake
 	}
 	toHub, fromHub := sp.toHub, sp.fromHub
-	newHub := func() any { return new(H) }
 	sp.fromHub = func(src, dst any) error {
 		if err := fromHub(src, dst); err != nil {
 			return err
 		}
-		acc, err := meta.Accessor(dst)
-		if err != nil {
-			return fmt.Errorf("preserving: the spoke %T has no metadata: %w", dst, err)
-		}
-		setAnnotation(acc, "")
-		back := newHub()
-		if err := toHub(dst, back); err != nil {
-			return fmt.Errorf("preserving: converting the spoke back to the hub: %w", err)
-		}
-		want, err := objectMap(src)
-		if err != nil {
-			return err
-		}
-		got, err := objectMap(back)
-		if err != nil {
-			return err
-		}
-		for _, m := range []map[string]any{want, got} {
-			delete(m, "apiVersion")
-			delete(m, "kind")
-			delete(m, "metadata")
-		}
-		var ps []preserved
-		diffPaths(nil, want, true, got, true, &ps)
-		if len(ps) == 0 {
-			return nil
-		}
-		data, err := json.Marshal(ps)
-		if err != nil {
-			return fmt.Errorf("preserving: %w", err)
-		}
-		setAnnotation(acc, string(data))
-		return nil
+		return preserveLost(src, dst, toHub, new(H))
 	}
-	sp.toHub = func(src, dst any) error {
-		acc, err := meta.Accessor(src)
-		if err != nil {
-			return fmt.Errorf("preserving: the spoke %T has no metadata: %w", src, err)
-		}
-		data, ok := acc.GetAnnotations()[PreservedAnnotation]
-		if !ok {
-			return toHub(src, dst)
-		}
-		setAnnotation(acc, "")
-		var ps []preserved
-		if err := json.Unmarshal([]byte(data), &ps); err != nil {
-			return fmt.Errorf("preserving: the annotation %s is not what Preserving wrote: %w", PreservedAnnotation, err)
-		}
-		if err := toHub(src, dst); err != nil {
-			return err
-		}
-		obj, err := objectMap(dst)
-		if err != nil {
-			return err
-		}
-		restored := 0
-		for _, p := range ps {
-			if restore(obj, p) {
-				restored++
-			}
-		}
-		if restored == 0 {
-			return nil
-		}
-		b, err := json.Marshal(obj)
-		if err != nil {
-			return fmt.Errorf("preserving: %w", err)
-		}
-		v := reflect.ValueOf(dst).Elem()
-		v.SetZero()
-		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(b, dst); err != nil {
-			return fmt.Errorf("preserving: restoring %s: %w", PreservedAnnotation, err)
-		}
-		return nil
-	}
+	sp.toHub = func(src, dst any) error { return toHubRestoring(src, dst, toHub) }
 	return sp
+}
+
+// preserveLost stores in spoke, the spoke's object converted from hub,
+// what its version lost of hub: each path where spoke, converted back
+// into back (a new hub object) with toHub, differs from hub, in the
+// spoke's PreservedAnnotation. No difference, no annotation.
+func preserveLost(hub, spoke any, toHub convertFunc, back any) error {
+	acc, err := meta.Accessor(spoke)
+	if err != nil {
+		return fmt.Errorf("preserving: the spoke %T has no metadata: %w", spoke, err)
+	}
+	setAnnotation(acc, "")
+	if err := toHub(spoke, back); err != nil {
+		return fmt.Errorf("preserving: converting the spoke back to the hub: %w", err)
+	}
+	want, err := objectMap(hub)
+	if err != nil {
+		return err
+	}
+	got, err := objectMap(back)
+	if err != nil {
+		return err
+	}
+	for _, m := range []map[string]any{want, got} {
+		delete(m, "apiVersion")
+		delete(m, "kind")
+		delete(m, "metadata")
+	}
+	var ps []preserved
+	diffPaths(nil, want, true, got, true, &ps)
+	if len(ps) == 0 {
+		return nil
+	}
+	data, err := json.Marshal(ps)
+	if err != nil {
+		return fmt.Errorf("preserving: %w", err)
+	}
+	setAnnotation(acc, string(data))
+	return nil
+}
+
+// toHubRestoring converts spoke into hub with toHub, less the spoke's
+// PreservedAnnotation, and restores each path it stored whose value is
+// still its base.
+func toHubRestoring(spoke, hub any, toHub convertFunc) error {
+	acc, err := meta.Accessor(spoke)
+	if err != nil {
+		return fmt.Errorf("preserving: the spoke %T has no metadata: %w", spoke, err)
+	}
+	data, ok := acc.GetAnnotations()[PreservedAnnotation]
+	if !ok {
+		return toHub(spoke, hub)
+	}
+	setAnnotation(acc, "")
+	var ps []preserved
+	if err := json.Unmarshal([]byte(data), &ps); err != nil {
+		return fmt.Errorf("preserving: the annotation %s is not what Preserving wrote: %w", PreservedAnnotation, err)
+	}
+	if err := toHub(spoke, hub); err != nil {
+		return err
+	}
+	return restoreAll(hub, ps)
+}
+
+// restoreAll restores each of ps in hub, a hub's object, where its value
+// is still its base.
+func restoreAll(hub any, ps []preserved) error {
+	obj, err := objectMap(hub)
+	if err != nil {
+		return err
+	}
+	restored := 0
+	for _, p := range ps {
+		if restore(obj, p) {
+			restored++
+		}
+	}
+	if restored == 0 {
+		return nil
+	}
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return fmt.Errorf("preserving: %w", err)
+	}
+	v := reflect.ValueOf(hub).Elem()
+	v.SetZero()
+	if err := sigsjson.UnmarshalCaseSensitivePreserveInts(b, hub); err != nil {
+		return fmt.Errorf("preserving: restoring %s: %w", PreservedAnnotation, err)
+	}
+	return nil
 }
 
 // setAnnotation sets PreservedAnnotation to value on a copy of the

@@ -58,6 +58,7 @@ func TestDeployFilesBuildAndApply(t *testing.T) {
 			"FlowSchema memcached-controller-leader-election",
 			"Deployment memcached-controller",
 			"Service memcached-controller-metrics",
+			"Service memcached-webhooks",
 		}},
 		{"defaultdeny/deploy", []string{
 			"Namespace default-deny-system",

@@ -26,6 +26,10 @@ type Config struct {
 	// Metrics is where and how the metrics are served: see ServeMetrics.
 	// Its zero value serves none.
 	Metrics MetricsConfig
+
+	// Webhooks is where the webhooks are served: see ServeWebhooks. Its
+	// zero value serves none.
+	Webhooks WebhookConfig
 }
 
 // The environment variables Read reads. None but POD_NAMESPACE and POD_NAME
@@ -58,7 +62,8 @@ const DefaultProbesAddr = ":8081"
 // variables above. The Connection comes from the kubeconfig KUBECONFIG
 // names (see FromKubeconfig), or, when KUBECONFIG is unset, from the pod
 // (see InPod). The Metrics are METRICS_ADDR, METRICS_SECURE and
-// METRICS_CERT_DIR's (see MetricsConfig). It returns one error naming every
+// METRICS_CERT_DIR's (see MetricsConfig), the Webhooks WEBHOOK_ADDR and
+// WEBHOOK_CERT_DIR's (see WebhookConfig). It returns one error naming every
 // variable that is missing or malformed, PROBES_ADDR and METRICS_ADDR among
 // them when either isn't host:port with a port number, and every mistake in
 // the metrics' variables; or the error of reading the Connection.
@@ -69,8 +74,9 @@ func Read(ctx context.Context, s *humus.Setup, name string) (Config, error) {
 		cfg                                 Config
 		metricsAddr, metricsCertDir         string
 		metricsSecure                       bool
+		webhookAddr, webhookCertDir         string
 	}
-	var probesErr, metricsErr error
+	var probesErr, metricsErr, webhookErr error
 	v, err := config.Struct(func(r *config.Resolver) values {
 		var v values
 		v.kubeconfig = r.GetOr(env(EnvKubeconfig), "")
@@ -98,9 +104,12 @@ func Read(ctx context.Context, s *humus.Setup, name string) (Config, error) {
 		// the Resolver's.
 		probesErr = checkAddr(EnvProbesAddr, v.cfg.ProbesAddr, DefaultProbesAddr)
 		v.cfg.Metrics, metricsErr = readMetrics(v.metricsAddr, v.metricsCertDir, v.metricsSecure)
+		v.webhookAddr = r.GetOr(env(EnvWebhookAddr), "")
+		v.webhookCertDir = r.GetOr(env(EnvWebhookCertDir), "")
+		v.cfg.Webhooks, webhookErr = readWebhooks(v.webhookAddr, v.webhookCertDir)
 		return v
 	}).Read(ctx)
-	if err := errors.Join(err, probesErr, metricsErr); err != nil {
+	if err := errors.Join(err, probesErr, metricsErr, webhookErr); err != nil {
 		return Config{}, err
 	}
 	if v.kubeconfig != "" {

@@ -25,21 +25,27 @@ type jsonField struct {
 // encoding/json's typeFields: the shallowest field of a name wins, then the
 // one tagged with the name, and a tie hides them all.
 func jsonFields(t reflect.Type) ([]jsonField, []reflect.Type) {
-	type walk struct {
-		typ        reflect.Type
-		index      []int
-		viaPointer bool
-	}
-	var (
-		current []walk
-		next    = []walk{{typ: t}}
+	fields, inlined := allFields(t)
+	return dominantFields(fields), inlined
+}
 
-		count, nextCount = map[reflect.Type]int{}, map[reflect.Type]int{}
-		visited          = map[reflect.Type]bool{}
+// fieldWalk is a struct type whose fields allFields reads: t, or one
+// inlined in it at index, through an embedded pointer (viaPointer) or not.
+type fieldWalk struct {
+	typ        reflect.Type
+	index      []int
+	viaPointer bool
+}
 
-		fields  []jsonField
-		inlined []reflect.Type
-	)
+// allFields are every field of struct type t and of the structs it
+// inlines, a level of embedding at a time, shallowest first, each struct
+// once; a field of a struct embedded twice at one level comes twice, so
+// that dominantFields' tie hides it. inlined are the structs inlined.
+func allFields(t reflect.Type) (fields []jsonField, inlined []reflect.Type) {
+	var current []fieldWalk
+	next := []fieldWalk{{typ: t}}
+	count, nextCount := map[reflect.Type]int{}, map[reflect.Type]int{}
+	visited := map[reflect.Type]bool{}
 	for len(next) > 0 {
 		current, next = next, current[:0]
 		count, nextCount = nextCount, map[reflect.Type]int{}
@@ -52,78 +58,103 @@ func jsonFields(t reflect.Type) ([]jsonField, []reflect.Type) {
 				inlined = append(inlined, w.typ)
 			}
 			for i := range w.typ.NumField() {
-				sf := w.typ.Field(i)
-				if sf.Anonymous {
-					et := sf.Type
-					if et.Kind() == reflect.Pointer {
-						et = et.Elem()
+				f, embedded, ok := fieldOf(w, i)
+				switch {
+				case !ok:
+				case embedded != nil:
+					nextCount[embedded.typ]++
+					if nextCount[embedded.typ] == 1 {
+						next = append(next, *embedded)
 					}
-					if !sf.IsExported() && et.Kind() != reflect.Struct {
-						continue
-					}
-				} else if !sf.IsExported() {
-					continue
-				}
-				tag := sf.Tag.Get("json")
-				if tag == "-" {
-					continue
-				}
-				name, opts, _ := strings.Cut(tag, ",")
-				if !validTagName(name) {
-					name = ""
-				}
-				index := append(slices.Clip(w.index), i)
-				ft := sf.Type
-				isPtr := false
-				if ft.Name() == "" && ft.Kind() == reflect.Pointer {
-					ft = ft.Elem()
-					isPtr = true
-				}
-				if name != "" || !sf.Anonymous || ft.Kind() != reflect.Struct {
-					f := jsonField{
-						name:       name,
-						tagged:     name != "",
-						index:      index,
-						typ:        sf.Type,
-						viaPointer: w.viaPointer,
-					}
-					if f.name == "" {
-						f.name = sf.Name
-					}
-					for opt := range strings.SplitSeq(opts, ",") {
-						switch opt {
-						case "omitempty":
-							f.omit = true
-						case "omitzero":
-							f.omit, f.omitzero = true, true
-						case "string":
-							// A type that encodes itself ignores ",string".
-							if encodesItself(ft) {
-								break
-							}
-							switch ft.Kind() {
-							case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-								reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
-								reflect.Float32, reflect.Float64, reflect.String:
-								f.quoted = true
-							}
-						}
-					}
+				default:
 					fields = append(fields, f)
 					if count[w.typ] > 1 {
-						// A second copy, so the tie below hides it.
-						fields = append(fields, fields[len(fields)-1])
+						// A second copy, so the tie hides it.
+						fields = append(fields, f)
 					}
-					continue
-				}
-				nextCount[ft]++
-				if nextCount[ft] == 1 {
-					next = append(next, walk{typ: ft, index: index, viaPointer: w.viaPointer || isPtr})
 				}
 			}
 		}
 	}
+	return fields, inlined
+}
 
+// fieldOf is the i-th field of w's struct as encoding/json reads it: a
+// field it encodes, or an embedded struct whose fields it inlines
+// (embedded), or neither, ok false, for a field it skips.
+func fieldOf(w fieldWalk, i int) (f jsonField, embedded *fieldWalk, ok bool) {
+	sf := w.typ.Field(i)
+	if sf.Anonymous {
+		et := sf.Type
+		if et.Kind() == reflect.Pointer {
+			et = et.Elem()
+		}
+		if !sf.IsExported() && et.Kind() != reflect.Struct {
+			return f, nil, false
+		}
+	} else if !sf.IsExported() {
+		return f, nil, false
+	}
+	tag := sf.Tag.Get("json")
+	if tag == "-" {
+		return f, nil, false
+	}
+	name, opts, _ := strings.Cut(tag, ",")
+	if !validTagName(name) {
+		name = ""
+	}
+	index := append(slices.Clip(w.index), i)
+	ft := sf.Type
+	isPtr := false
+	if ft.Name() == "" && ft.Kind() == reflect.Pointer {
+		ft = ft.Elem()
+		isPtr = true
+	}
+	if name == "" && sf.Anonymous && ft.Kind() == reflect.Struct {
+		return f, &fieldWalk{typ: ft, index: index, viaPointer: w.viaPointer || isPtr}, true
+	}
+	f = jsonField{
+		name:       name,
+		tagged:     name != "",
+		index:      index,
+		typ:        sf.Type,
+		viaPointer: w.viaPointer,
+	}
+	if f.name == "" {
+		f.name = sf.Name
+	}
+	f.setOptions(opts, ft)
+	return f, nil, true
+}
+
+// setOptions sets f's options from opts, its json tag's after the name:
+// omitempty, omitzero, and string, which quotes a scalar; ft is f's type,
+// less a pointer.
+func (f *jsonField) setOptions(opts string, ft reflect.Type) {
+	for opt := range strings.SplitSeq(opts, ",") {
+		switch opt {
+		case "omitempty":
+			f.omit = true
+		case "omitzero":
+			f.omit, f.omitzero = true, true
+		case "string":
+			// A type that encodes itself ignores ",string".
+			if encodesItself(ft) {
+				break
+			}
+			switch ft.Kind() {
+			case reflect.Bool, reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+				reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr,
+				reflect.Float32, reflect.Float64, reflect.String:
+				f.quoted = true
+			}
+		}
+	}
+}
+
+// dominantFields are the fields of fields that encoding/json encodes, in
+// index order: of each name, the dominant one (dominantField), if any.
+func dominantFields(fields []jsonField) []jsonField {
 	slices.SortFunc(fields, func(a, b jsonField) int {
 		return cmp.Or(
 			strings.Compare(a.name, b.name),
@@ -149,7 +180,7 @@ func jsonFields(t reflect.Type) ([]jsonField, []reflect.Type) {
 		}
 	}
 	slices.SortFunc(out, func(a, b jsonField) int { return slices.Compare(a.index, b.index) })
-	return out, inlined
+	return out
 }
 
 // encodesItself reports whether t, or *t, implements json.Marshaler or

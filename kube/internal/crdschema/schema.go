@@ -150,16 +150,29 @@ const quantityPattern = `^(\+|-)?(([0-9]+(\.[0-9]*)?)|(\.[0-9]+))(([KMGTPE]i)|[n
 
 // reflect is t's schema, without its own type's rules.
 func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSchemaProps {
+	if s, ok := b.wellKnown(t); ok {
+		return s
+	}
+	if s, ok := b.encodedItself(t, path); ok {
+		return s
+	}
+	return b.byKind(t, path)
+}
+
+// wellKnown is the schema of t if it is one of the API machinery's types
+// whose JSON isn't what its fields say: times, durations, IntOrString,
+// Quantity, RawExtension and ObjectMeta.
+func (b *reflector) wellKnown(t reflect.Type) (apiextensionsv1.JSONSchemaProps, bool) {
 	switch t {
 	case timeType, microTimeType:
-		return apiextensionsv1.JSONSchemaProps{Type: "string", Format: "date-time"}
+		return apiextensionsv1.JSONSchemaProps{Type: "string", Format: "date-time"}, true
 	case durationType:
-		return apiextensionsv1.JSONSchemaProps{Type: "string"}
+		return apiextensionsv1.JSONSchemaProps{Type: "string"}, true
 	case intOrStringType:
 		return apiextensionsv1.JSONSchemaProps{
 			XIntOrString: true,
 			AnyOf:        []apiextensionsv1.JSONSchemaProps{{Type: "integer"}, {Type: "string"}},
-		}
+		}, true
 	case quantityType:
 		// A string that isn't a quantity would be admitted, and then fail
 		// every decode of the object.
@@ -167,26 +180,39 @@ func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSch
 			XIntOrString: true,
 			AnyOf:        []apiextensionsv1.JSONSchemaProps{{Type: "integer"}, {Type: "string"}},
 			Pattern:      quantityPattern,
-		}
+		}, true
 	case rawType:
-		return apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}
+		return apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}, true
 	case objectMetaType:
 		if b.embeddedObjectMeta {
-			return b.embeddedMeta()
+			return b.embeddedMeta(), true
 		}
 		// Not the spec's bare type: object, whose properties the API server
 		// prunes, or rejects under fieldValidation=Strict: a template's
 		// labels would be lost.
-		return apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}
+		return apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: ptrTo(true)}, true
 	}
+	return apiextensionsv1.JSONSchemaProps{}, false
+}
+
+// encodedItself is the schema of t if t, not a pointer, encodes itself: a
+// json.Marshaler is a mistake, reported, since its fields aren't its
+// encoding; an encoding.TextMarshaler is a string.
+func (b *reflector) encodedItself(t reflect.Type, path string) (apiextensionsv1.JSONSchemaProps, bool) {
 	if t.Kind() != reflect.Pointer && (t.Implements(marshalerType) || reflect.PointerTo(t).Implements(marshalerType)) {
 		b.report("marshaler "+t.String(), fmt.Errorf("kube: %s: %s implements json.Marshaler, so its fields aren't its encoding: give its schema with kube.Schema[%s], or give the field PreserveUnknownFields to keep any JSON value there", path, t, t))
-		return apiextensionsv1.JSONSchemaProps{Type: "object"}
+		return apiextensionsv1.JSONSchemaProps{Type: "object"}, true
 	}
 	if t.Kind() != reflect.Pointer && (t.Implements(textMarshalerType) || reflect.PointerTo(t).Implements(textMarshalerType)) {
 		// encoding/json encodes a TextMarshaler as a JSON string.
-		return apiextensionsv1.JSONSchemaProps{Type: "string"}
+		return apiextensionsv1.JSONSchemaProps{Type: "string"}, true
 	}
+	return apiextensionsv1.JSONSchemaProps{}, false
+}
+
+// byKind is the schema of t by its kind, as encoding/json encodes it; a
+// kind it can't encode is reported.
+func (b *reflector) byKind(t reflect.Type, path string) apiextensionsv1.JSONSchemaProps {
 	switch t.Kind() {
 	case reflect.Bool:
 		return apiextensionsv1.JSONSchemaProps{Type: "boolean"}
@@ -201,30 +227,9 @@ func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSch
 	case reflect.Pointer:
 		return b.element(t, path)
 	case reflect.Slice, reflect.Array:
-		if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
-			// As encoding/json: base64, unless the byte type encodes itself.
-			p := reflect.PointerTo(t.Elem())
-			if !p.Implements(marshalerType) && !p.Implements(textMarshalerType) {
-				return apiextensionsv1.JSONSchemaProps{Type: "string", Format: "byte"}
-			}
-		}
-		if !b.enter(t, path) {
-			return apiextensionsv1.JSONSchemaProps{Type: "array"}
-		}
-		defer b.leave(t)
-		items := b.element(t.Elem(), path+"[*]")
-		return apiextensionsv1.JSONSchemaProps{Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &items}}
+		return b.array(t, path)
 	case reflect.Map:
-		if !jsonKey(t.Key()) {
-			b.report("map "+t.String(), fmt.Errorf("kube: %s: %s has keys of type %s, which encoding/json can't encode: a map's keys must be strings, integers, or implement encoding.TextMarshaler", path, t, t.Key()))
-			return apiextensionsv1.JSONSchemaProps{Type: "object"}
-		}
-		if !b.enter(t, path) {
-			return apiextensionsv1.JSONSchemaProps{Type: "object"}
-		}
-		defer b.leave(t)
-		values := b.element(t.Elem(), path+"[*]")
-		return apiextensionsv1.JSONSchemaProps{Type: "object", AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &values}}
+		return b.mapOf(t, path)
 	case reflect.Struct:
 		if !b.enter(t, path) {
 			return apiextensionsv1.JSONSchemaProps{Type: "object"}
@@ -241,6 +246,39 @@ func (b *reflector) reflect(t reflect.Type, path string) apiextensionsv1.JSONSch
 		b.report("kind "+t.String(), fmt.Errorf("kube: %s: %s is a %s, which encoding/json can't encode", path, t, t.Kind()))
 	}
 	return apiextensionsv1.JSONSchemaProps{Type: "object"}
+}
+
+// array is the schema of slice or array type t: base64 for bytes, else an
+// array of its elements' schema.
+func (b *reflector) array(t reflect.Type, path string) apiextensionsv1.JSONSchemaProps {
+	if t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
+		// As encoding/json: base64, unless the byte type encodes itself.
+		p := reflect.PointerTo(t.Elem())
+		if !p.Implements(marshalerType) && !p.Implements(textMarshalerType) {
+			return apiextensionsv1.JSONSchemaProps{Type: "string", Format: "byte"}
+		}
+	}
+	if !b.enter(t, path) {
+		return apiextensionsv1.JSONSchemaProps{Type: "array"}
+	}
+	defer b.leave(t)
+	items := b.element(t.Elem(), path+"[*]")
+	return apiextensionsv1.JSONSchemaProps{Type: "array", Items: &apiextensionsv1.JSONSchemaPropsOrArray{Schema: &items}}
+}
+
+// mapOf is the schema of map type t: an object of its values' schema, if
+// encoding/json can encode its keys.
+func (b *reflector) mapOf(t reflect.Type, path string) apiextensionsv1.JSONSchemaProps {
+	if !jsonKey(t.Key()) {
+		b.report("map "+t.String(), fmt.Errorf("kube: %s: %s has keys of type %s, which encoding/json can't encode: a map's keys must be strings, integers, or implement encoding.TextMarshaler", path, t, t.Key()))
+		return apiextensionsv1.JSONSchemaProps{Type: "object"}
+	}
+	if !b.enter(t, path) {
+		return apiextensionsv1.JSONSchemaProps{Type: "object"}
+	}
+	defer b.leave(t)
+	values := b.element(t.Elem(), path+"[*]")
+	return apiextensionsv1.JSONSchemaProps{Type: "object", AdditionalProperties: &apiextensionsv1.JSONSchemaPropsOrBool{Allows: true, Schema: &values}}
 }
 
 // embeddedMeta is the schema of a metav1.ObjectMeta below the root with
@@ -451,25 +489,14 @@ func (b *reflector) field(t reflect.Type, f jsonField, fpath string) (apiextensi
 		ft = ft.Elem()
 	}
 	frs, declaring, preserve := b.fieldRules(t, f)
-
-	var p apiextensionsv1.JSONSchemaProps
-	opaque := false
-	switch {
-	case f.quoted:
-		p = apiextensionsv1.JSONSchemaProps{Type: "string"}
-	case preserve:
-		p, opaque = b.opaque(ft)
-	}
-	if !f.quoted && !opaque {
-		p = b.schema(ft, fpath)
-	}
-	required := !f.omit && !f.viaPointer
+	p := b.fieldValue(f, ft, fpath, preserve)
+	st := fieldState{required: !f.omit && !f.viaPointer}
 	// A field of Kubernetes' own types has what the API server's schema
 	// says of it, and is required as it says, and then isn't nullable,
 	// so that a null doesn't pass for a field the API server requires.
 	upRequired, upDefaulted, up := b.upstreamField(t, declaring, f.name, &p)
 	if up {
-		required = upRequired
+		st.required = upRequired
 	}
 	// The validation markers of Kubernetes' own Go source, such as
 	// metav1.Condition's, constrain the value, as controller-gen's do.
@@ -483,33 +510,9 @@ func (b *reflector) field(t reflect.Type, f jsonField, fpath string) (apiextensi
 	}
 	// An upstream +default, as a user's Default, makes the field not
 	// nullable: the API server defaults a missing field, not a null.
-	defaulted, nullable := upDefaulted, false
-	var requiredBy, nullableBy string // the rules that say Required and Nullable, as "Rules for T: T.F"
-	constrained := b.constrained(ft) || upRequired || marked
-	for _, ra := range frs {
-		fr := ra.fr
-		if fr.Defaulted {
-			required = false
-			defaulted = true
-		}
-		if fr.Required != nil {
-			required = *fr.Required
-			constrained = constrained || required
-			if required {
-				requiredBy = fmt.Sprintf("Rules for %s: %s", ra.owner, goFieldName(ra.owner, fr.Index))
-			}
-		}
-		nullable = nullable || fr.Nullable
-		if fr.Nullable {
-			nullableBy = fmt.Sprintf("Rules for %s: %s", ra.owner, goFieldName(ra.owner, fr.Index))
-		}
-		constrained = constrained || ConstrainsValue(fr.Constraints)
-		for n, c := range fr.Constraints {
-			if err := applyConstraint(c, &p); err != nil {
-				b.report(fmt.Sprintf("rule %s %d %d", ra.owner, ra.k, n), fmt.Errorf("kube: %s: Rules for %s: %s: %s %w", fpath, ra.owner, goFieldName(ra.owner, fr.Index), c.Name, err))
-			}
-		}
-	}
+	st.defaulted = upDefaulted
+	st.constrained = b.constrained(ft) || upRequired || marked
+	b.applyFieldRules(fpath, frs, &p, &st)
 	if f.quoted {
 		quoteValues(&p)
 	}
@@ -518,19 +521,79 @@ func (b *reflector) field(t reflect.Type, f jsonField, fpath string) (apiextensi
 			b.report("consistent "+fpath+err.Error(), fmt.Errorf("kube: %s: %w", fpath, err))
 		}
 	}
-	// Required promises that a null is refused, and Nullable lets one in.
-	if requiredBy != "" && nullableBy != "" && required {
-		where := requiredBy
-		if nullableBy != requiredBy {
-			where += " and " + nullableBy
-		}
-		b.report("nullable required "+fpath, fmt.Errorf("kube: %s: %s: Required and Nullable contradict: a Required field refuses a null, which Nullable lets in; drop one of them (a field required by its json tag alone may be Nullable: present, and maybe null)", fpath, where))
-	}
-	conditionTime := f.name == "lastTransitionTime" && required && conditionShaped(declaring)
-	if nullable || b.keepsNull(f, ft, ptr, defaulted, constrained, conditionTime) {
+	b.checkRequiredNullable(fpath, st)
+	conditionTime := f.name == "lastTransitionTime" && st.required && conditionShaped(declaring)
+	if st.nullable || b.keepsNull(f, ft, ptr, st.defaulted, st.constrained, conditionTime) {
 		p.Nullable = true
 	}
-	return p, required
+	return p, st.required
+}
+
+// fieldValue is the schema of the value of field f, of type ft once its
+// pointers are removed, at fpath, before any rule: a string for a quoted
+// field, any JSON value for one a rule preserves, else ft's schema.
+func (b *reflector) fieldValue(f jsonField, ft reflect.Type, fpath string, preserve bool) apiextensionsv1.JSONSchemaProps {
+	if f.quoted {
+		return apiextensionsv1.JSONSchemaProps{Type: "string"}
+	}
+	if preserve {
+		if p, opaque := b.opaque(ft); opaque {
+			return p
+		}
+	}
+	return b.schema(ft, fpath)
+}
+
+// fieldState is what a field's rules, its tag and the API server's own
+// schema say of it beside its schema: whether it is required, defaulted,
+// nullable by a rule, or constrained; and the rules that say Required and
+// Nullable, as "Rules for T: T.F", for the error when they contradict.
+type fieldState struct {
+	required, defaulted, nullable, constrained bool
+	requiredBy, nullableBy                     string
+}
+
+// applyFieldRules applies frs, the rules of the field at fpath, to its
+// schema p and its state st.
+func (b *reflector) applyFieldRules(fpath string, frs []ruleAt, p *apiextensionsv1.JSONSchemaProps, st *fieldState) {
+	for _, ra := range frs {
+		fr := ra.fr
+		if fr.Defaulted {
+			st.required = false
+			st.defaulted = true
+		}
+		if fr.Required != nil {
+			st.required = *fr.Required
+			st.constrained = st.constrained || st.required
+			if st.required {
+				st.requiredBy = fmt.Sprintf("Rules for %s: %s", ra.owner, goFieldName(ra.owner, fr.Index))
+			}
+		}
+		st.nullable = st.nullable || fr.Nullable
+		if fr.Nullable {
+			st.nullableBy = fmt.Sprintf("Rules for %s: %s", ra.owner, goFieldName(ra.owner, fr.Index))
+		}
+		st.constrained = st.constrained || ConstrainsValue(fr.Constraints)
+		for n, c := range fr.Constraints {
+			if err := applyConstraint(c, p); err != nil {
+				b.report(fmt.Sprintf("rule %s %d %d", ra.owner, ra.k, n), fmt.Errorf("kube: %s: Rules for %s: %s: %s %w", fpath, ra.owner, goFieldName(ra.owner, fr.Index), c.Name, err))
+			}
+		}
+	}
+}
+
+// checkRequiredNullable reports the field at fpath that a rule makes
+// Required and a rule Nullable: Required promises that a null is refused,
+// and Nullable lets one in.
+func (b *reflector) checkRequiredNullable(fpath string, st fieldState) {
+	if st.requiredBy == "" || st.nullableBy == "" || !st.required {
+		return
+	}
+	where := st.requiredBy
+	if st.nullableBy != st.requiredBy {
+		where += " and " + st.nullableBy
+	}
+	b.report("nullable required "+fpath, fmt.Errorf("kube: %s: %s: Required and Nullable contradict: a Required field refuses a null, which Nullable lets in; drop one of them (a field required by its json tag alone may be Nullable: present, and maybe null)", fpath, where))
 }
 
 // keepsNull reports whether the schema of field f, of type ft once its

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"net/http"
 
 	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/client-go/kubernetes"
@@ -10,6 +11,7 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/health"
 	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/conversion"
 	"github.com/z5labs/humus/kube/examples/appconfig"
 )
 
@@ -45,8 +47,10 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 // finalizes with FinalizerName; the probes Service on cfg.ProbesAddr
 // serving health.Readiness(ctrl.Synced()); and, when cfg.Metrics.Addr is
 // set, the metrics Service of appconfig.ServeMetrics, over TLS to the
-// callers the API server authorizes. It returns the errors NewClient,
-// NewController and ServeMetrics return.
+// callers the API server authorizes; and, when cfg.Webhooks.Addr is set,
+// the webhooks Service serving Memcached's conversion webhook (see
+// serveWebhooks). It returns the errors NewClient, NewController,
+// ServeMetrics, conversion.Handler and ServeWebhooks return.
 func New(cfg Config) humus.Init {
 	return func(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 		client, err := kube.NewClient(s, cfg.Connection)
@@ -82,11 +86,37 @@ func New(cfg Config) humus.Init {
 		if err != nil {
 			return nil, err
 		}
-		if metrics == nil {
-			return []humus.Service{ctrl, probes}, nil
+		webhooks, err := serveWebhooks(s, cfg.Webhooks)
+		if err != nil {
+			return nil, err
 		}
-		return []humus.Service{ctrl, probes, metrics}, nil
+		services := []humus.Service{ctrl, probes}
+		for _, svc := range []humus.Service{metrics, webhooks} {
+			if svc != nil {
+				services = append(services, svc)
+			}
+		}
+		return services, nil
 	}
+}
+
+// serveWebhooks returns the Service of Memcached's conversion webhook,
+// conversion.Handler of Memcached.Conversion() at conversion.Path, served
+// by appconfig.ServeWebhooks on w, or nil when w.Addr is "". It is one of
+// the App's Services, so every replica serves it, leader or not, from the
+// App's start, as the API server and the controller's own informers
+// need.
+func serveWebhooks(s *humus.Setup, w appconfig.WebhookConfig) (humus.Service, error) {
+	if w.Addr == "" {
+		return nil, nil
+	}
+	h, err := conversion.Handler(s, Memcached.Conversion())
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle(conversion.Path, h)
+	return appconfig.ServeWebhooks(s, w, mux)
 }
 
 // BuildTelemetry is the App's telemetry, for humus.WithTelemetry, as

@@ -67,7 +67,7 @@ func TestMemcachedApp(t *testing.T) {
 		ns := e.Namespace(t, "missing-crd")
 		a := apptest.Start(t, app.New(config(t, e, ns, "replica-0")), humus.OSHost())
 		require.Equal(t, 1, a.WaitExit(t, 30*time.Second))
-		require.Contains(t, a.Stderr(), "cache.example.com/v1alpha1, Resource=memcacheds")
+		require.Contains(t, a.Stderr(), "cache.example.com/v1beta1, Resource=memcacheds")
 	})
 
 	e.InstallCRD(t, crdFile, crdName)
@@ -380,7 +380,7 @@ func testLifecycle(t *testing.T, e apptest.Env, ns string, tel *humustest.Teleme
 		d := waitDeployment(t, kc, ns, "cache")
 		require.Len(t, d.OwnerReferences, 1)
 		ref := d.OwnerReferences[0]
-		require.Equal(t, "cache.example.com/v1alpha1", ref.APIVersion)
+		require.Equal(t, "cache.example.com/v1beta1", ref.APIVersion)
 		require.Equal(t, "Memcached", ref.Kind)
 		require.Equal(t, "cache", ref.Name)
 		require.Equal(t, m.GetUID(), ref.UID)
@@ -590,7 +590,7 @@ func waitEvent(t *testing.T, kc kubernetes.Interface, ns, name, typ, reason stri
 func createMemcached(t *testing.T, ri dynamic.ResourceInterface, name string, size int64) *unstructured.Unstructured {
 	t.Helper()
 	m := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "cache.example.com/v1alpha1",
+		"apiVersion": app.Memcached.GVR().GroupVersion().String(),
 		"kind":       "Memcached",
 		"metadata":   map[string]any{"name": name},
 		"spec":       map[string]any{"size": size},

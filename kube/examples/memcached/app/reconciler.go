@@ -31,7 +31,7 @@ const FieldManager = "memcached-controller"
 type Reconciler struct{ Kube kubernetes.Interface }
 
 // Reconcile applies m's Deployment with server-side apply: m.Spec.Size
-// replicas of m.Spec.Image, run with the options of the ConfigMap that
+// replicas of m.Spec.Image, with m.Spec.Resources, run with the options of the ConfigMap that
 // m.Spec.ConfigMapName names (see options), with a controller owner
 // reference to m, so the Deployment is garbage collected with m and a
 // change to it reconciles m again. The returned status has the
@@ -71,7 +71,7 @@ func (r Reconciler) Reconcile(ctx context.Context, m Object) (kube.Result[Memcac
 				WithTemplate(corev1ac.PodTemplateSpec().
 					WithLabels(labels).
 					WithSpec(corev1ac.PodSpec().WithContainers(
-						corev1ac.Container().WithName("memcached").WithImage(m.Spec.Image).WithArgs(args...))))),
+						container(m, args))))),
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true},
 	)
 	if err != nil {
@@ -88,6 +88,30 @@ func (r Reconciler) Reconcile(ctx context.Context, m Object) (kube.Result[Memcac
 	st.ReadyReplicas = d.Status.ReadyReplicas
 	meta.SetStatusCondition(&st.Conditions, available(m, d))
 	return kube.Result[MemcachedStatus]{Status: &st}, nil
+}
+
+// container is m's memcached container, run with args, with m's
+// Resources when it has them.
+func container(m Object, args []string) *corev1ac.ContainerApplyConfiguration {
+	c := corev1ac.Container().WithName("memcached").WithImage(m.Spec.Image).WithArgs(args...)
+	if r := m.Spec.Resources; r != nil {
+		rr := corev1ac.ResourceRequirements()
+		if r.Limits != nil {
+			rr.WithLimits(r.Limits)
+		}
+		if r.Requests != nil {
+			rr.WithRequests(r.Requests)
+		}
+		for _, cl := range r.Claims {
+			claim := corev1ac.ResourceClaim().WithName(cl.Name)
+			if cl.Request != "" {
+				claim.WithRequest(cl.Request)
+			}
+			rr.WithClaims(claim)
+		}
+		c.WithResources(rr)
+	}
+	return c
 }
 
 // available is the Available condition of m, whose Deployment is d: True,

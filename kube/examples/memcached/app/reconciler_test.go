@@ -43,7 +43,7 @@ func TestReconcileAppliesAnOwnedDeploymentAndReportsAvailable(t *testing.T) {
 	require.Equal(t, map[string]string{"app": "memcached", "memcached": "cache"}, d.Spec.Selector.MatchLabels)
 	require.Len(t, d.OwnerReferences, 1)
 	ref := d.OwnerReferences[0]
-	require.Equal(t, "cache.example.com/v1alpha1", ref.APIVersion)
+	require.Equal(t, "cache.example.com/v1beta1", ref.APIVersion)
 	require.Equal(t, "Memcached", ref.Kind)
 	require.Equal(t, memcached().UID, ref.UID)
 	require.True(t, *ref.Controller)

@@ -7,7 +7,9 @@
 // kube-apiserver and kube-controller-manager, from Go modules: minutes, the
 // first time only), and starts it on 127.0.0.1. Then it installs the
 // Memcached CRD, runs the Memcached App in this process, as humus.Main
-// would, creates a Memcached, and shows what the App does with it: the
+// would, creates a Memcached at v1alpha1 and reads it at v1beta1 (converted
+// by the App's own conversion webhook), and shows what the App does with
+// it: the
 // Deployment it applies, the status it writes, a hand-made scale it undoes,
 // the finalizer it runs on delete, the controller's own figures scraped
 // from its /metrics (reconciles by outcome, work queue adds, API requests
@@ -44,6 +46,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,6 +66,9 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/controlplane"
+	"github.com/z5labs/humus/httpserver"
+	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/conversion"
 	"github.com/z5labs/humus/kube/examples/appconfig"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
@@ -107,6 +113,12 @@ type demo struct {
 	logs    *logPrinter
 	probes  string // the App's probes' address
 	metrics string // the App's metrics' address, plain HTTP on loopback
+	// The App's conversion webhook, on a local control plane: its
+	// address, its serving certificate's CA, and the directory of the
+	// certificate's files.
+	webhook   string
+	webhookCA *httpserver.Authority
+	certDir   string
 
 	step int
 }
@@ -145,6 +157,13 @@ func (d *demo) run(ctx context.Context, kubeconfig string) (err error) {
 	}
 	if d.dynamic, err = dynamic.NewForConfig(rc); err != nil {
 		return err
+	}
+	if d.local {
+		cleanup, err := d.prepareWebhook()
+		if err != nil {
+			return err
+		}
+		defer cleanup()
 	}
 	if err := d.installCRD(ctx); err != nil {
 		return err
@@ -358,7 +377,14 @@ func (d *demo) startCluster(ctx context.Context, kubeconfig string) error {
 // test keeps in step.
 func (d *demo) installCRD(ctx context.Context) error {
 	d.title("Installing the Memcached CRD")
-	crd, err := app.Memcached.CRD()
+	r := app.Memcached
+	if d.local {
+		// The local API server calls the App's webhook on 127.0.0.1,
+		// trusting the CA the demo made for it. In a cluster, the CRD names
+		// the Service memcached-webhooks (deploy/).
+		r.ConversionWebhook = kube.WebhookClient{URL: "https://" + d.webhook + conversion.Path, CABundle: d.webhookCA.CABundle()}
+	}
+	crd, err := r.CRD()
 	if err != nil {
 		return err
 	}
@@ -390,6 +416,7 @@ func (d *demo) installCRD(ctx context.Context) error {
 		return fmt.Errorf("waiting for the CRD to be established: %w", err)
 	}
 	d.say("%s is established (reflected from MemcachedSpec and MemcachedStatus, no markers)", crd.Name)
+	d.say("versions: %s (stored, the controller's) and %s, converted by the App's webhook (%s)", app.Memcached.Version, app.V1alpha1.Name(), webhookConfig(crd))
 	if d.local {
 		// Else its garbage collector would find memcacheds only at its
 		// next discovery sync (every 30s), and collect the Deployment of a
@@ -451,7 +478,15 @@ func (d *demo) startApp(ctx context.Context, kubeconfig string) (*runningApp, er
 		appconfig.EnvMetricsAddr:   d.metrics,
 		appconfig.EnvMetricsSecure: "false",
 	}
-	for _, k := range []string{appconfig.EnvKubeconfig, appconfig.EnvPodNamespace, appconfig.EnvPodName, appconfig.EnvWatchNS, appconfig.EnvProbesAddr, appconfig.EnvMetricsAddr, appconfig.EnvMetricsSecure} {
+	keys := []string{appconfig.EnvKubeconfig, appconfig.EnvPodNamespace, appconfig.EnvPodName, appconfig.EnvWatchNS, appconfig.EnvProbesAddr, appconfig.EnvMetricsAddr, appconfig.EnvMetricsSecure}
+	if d.webhook != "" {
+		// The conversion webhook, over TLS with the certificate the demo
+		// made, as a mounted Secret holds it in a pod.
+		env[appconfig.EnvWebhookAddr] = d.webhook
+		env[appconfig.EnvWebhookCertDir] = d.certDir
+		keys = append(keys, appconfig.EnvWebhookAddr, appconfig.EnvWebhookCertDir)
+	}
+	for _, k := range keys {
 		d.say("%s=%s", k, env[k])
 	}
 	host := humus.OSHost()
@@ -500,19 +535,76 @@ func (d *demo) startApp(ctx context.Context, kubeconfig string) (*runningApp, er
 	return a, nil
 }
 
+// createMemcached creates the demo's Memcached at v1alpha1, as a client of
+// the first version would, and reads it back at v1beta1, the version the
+// App's webhook converted it to. On an existing cluster, whose API server
+// can't reach the App's webhook in this process, it creates it at v1beta1.
 func (d *demo) createMemcached(ctx context.Context, memcacheds dynamic.ResourceInterface) (*unstructured.Unstructured, error) {
-	d.title("Creating a Memcached")
-	d.say("apiVersion: cache.example.com/v1alpha1")
+	version := app.V1alpha1.Name()
+	if !d.local {
+		version = app.Memcached.Version
+	}
+	d.title("Creating a Memcached at " + version)
+	gvr := app.Memcached.GVR()
+	gvr.Version = version
+	at := d.dynamic.Resource(gvr).Namespace(d.namespace)
+	obj := memcachedObject(2)
+	obj.SetAPIVersion(gvr.GroupVersion().String())
+	d.say("apiVersion: %s", obj.GetAPIVersion())
 	d.say("kind: Memcached")
 	d.say("metadata: {name: %s, namespace: %s}", name, d.namespace)
 	d.say("spec: {size: 2}")
-	m, err := memcacheds.Create(ctx, memcachedObject(2), metav1.CreateOptions{FieldManager: "memcached-demo"})
+	created, err := at.Create(ctx, obj, metav1.CreateOptions{FieldManager: "memcached-demo"})
 	if err != nil {
 		return nil, err
 	}
-	image, _, _ := unstructured.NestedString(m.Object, "spec", "image")
+	image, _, _ := unstructured.NestedString(created.Object, "spec", "image")
 	d.say("created; the API server defaulted spec.image to %s", image)
+	if version == app.Memcached.Version {
+		d.say("(an existing cluster's API server can't call the App's webhook in this process, so the demo creates it at %s, the stored version; deployed with deploy/, the App's Service serves conversion)", version)
+		return created, nil
+	}
+	m, err := memcacheds.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	size, _, _ := unstructured.NestedInt64(m.Object, "spec", "size")
+	d.say("read at %s: apiVersion %s, spec.size %d, the same uid %s", app.Memcached.Version, m.GetAPIVersion(), size, m.GetUID())
+	d.say("created at %s, stored and read at %s: the API server converted it through the App's conversion webhook", version, app.Memcached.Version)
 	return m, nil
+}
+
+// prepareWebhook makes the CA and serving certificate of the App's
+// conversion webhook on 127.0.0.1, writes them where the App reads them,
+// and picks its address. cleanup removes the files.
+func (d *demo) prepareWebhook() (cleanup func(), err error) {
+	if d.webhook, err = freeAddr(); err != nil {
+		return nil, err
+	}
+	if d.webhookCA, err = httpserver.NewAuthority(0, "127.0.0.1"); err != nil {
+		return nil, err
+	}
+	if d.certDir, err = os.MkdirTemp("", "memcached-demo-webhook-"); err != nil {
+		return nil, err
+	}
+	cleanup = func() { _ = os.RemoveAll(d.certDir) }
+	certPEM, keyPEM := d.webhookCA.ServingPEM()
+	for file, b := range map[string][]byte{appconfig.CertFile: certPEM, appconfig.KeyFile: keyPEM} {
+		if err := os.WriteFile(filepath.Join(d.certDir, file), b, 0o600); err != nil {
+			cleanup()
+			return nil, err
+		}
+	}
+	return cleanup, nil
+}
+
+// webhookConfig says where crd's conversion webhook is.
+func webhookConfig(crd *apiextensionsv1.CustomResourceDefinition) string {
+	cc := crd.Spec.Conversion.Webhook.ClientConfig
+	if cc.URL != nil {
+		return *cc.URL
+	}
+	return fmt.Sprintf("Service %s/%s", cc.Service.Namespace, cc.Service.Name)
 }
 
 func (d *demo) showDeployment(ctx context.Context, m *unstructured.Unstructured) error {
@@ -749,7 +841,7 @@ func (a *runningApp) stop() (int, bool) {
 
 func memcachedObject(size int64) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "cache.example.com/v1alpha1",
+		"apiVersion": app.Memcached.GVR().GroupVersion().String(),
 		"kind":       "Memcached",
 		"metadata":   map[string]any{"name": name},
 		"spec":       map[string]any{"size": size},

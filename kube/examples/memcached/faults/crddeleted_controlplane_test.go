@@ -52,7 +52,7 @@ func TestTheCRDDeletedWhileTheAppRunsEndsItWith1NamingTheResource(t *testing.T) 
 	t.Logf("the CRD was gone %v after its deletion; the App exited %d %v after that (WatchTimeout %v)",
 		gone.Sub(deleted).Round(time.Millisecond), code, time.Since(gone).Round(time.Millisecond), s.WatchTimeout)
 	require.Equal(t, 1, code)
-	require.Contains(t, r0.stderr.String(), "cache.example.com/v1alpha1, Resource=memcacheds", "the error names the resource")
+	require.Contains(t, r0.stderr.String(), "cache.example.com/v1beta1, Resource=memcacheds", "the error names the resource")
 	require.Equal(t, len(names), finalizedCount(r0, ""), "each Memcached finalized once")
 	// A deletion's event may still reach the App as the CRD goes, and
 	// queue a key whose object is gone, which writes nothing: what must

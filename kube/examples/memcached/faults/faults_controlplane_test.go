@@ -616,7 +616,7 @@ func createMemcacheds(t *testing.T, e apptest.Env, ns string, n int, size int64)
 			sem <- struct{}{}
 			defer func() { <-sem }()
 			_, errs[i] = ri.Create(context.Background(), &unstructured.Unstructured{Object: map[string]any{
-				"apiVersion": "cache.example.com/v1alpha1",
+				"apiVersion": app.Memcached.GVR().GroupVersion().String(),
 				"kind":       "Memcached",
 				"metadata":   map[string]any{"name": names[i]},
 				"spec":       map[string]any{"size": size},

@@ -219,7 +219,7 @@ func spec(t *testing.T, o *unstructured.Unstructured, field string) int64 {
 
 // install creates crd, waits until it is established, and deletes it when
 // the test ends.
-func install(t *testing.T, ext apiextensionsclient.Interface, crd *apiextensionsv1.CustomResourceDefinition) {
+func install(t testing.TB, ext apiextensionsclient.Interface, crd *apiextensionsv1.CustomResourceDefinition) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
