@@ -236,59 +236,40 @@ func (c *Controller) pruneAfter(ctx context.Context, u *cachedObject) error {
 	return errors.Join(errs...)
 }
 
+// prunedChild is a child pruning may delete: its namespace, name and uid.
+type prunedChild struct {
+	namespace, name string
+	uid             types.UID
+}
+
+func (ch prunedChild) key() string { return objectKey(ch.namespace, ch.name) }
+
 // pruneResource deletes the children of u of o's resource that ApplySet
 // id holds and the reconcile didn't write: see Prune.
 func (c *Controller) pruneResource(ctx context.Context, s *scope, u *cachedObject, o informerSpec, id string) error {
-	ch := c.listerCaches[o.gvr]
-	if ch == nil {
-		return nil
-	}
-	inf := ch.informer.Load()
-	if inf == nil {
-		return nil
-	}
-	items, err := (*inf).GetIndexer().ByIndex(controllerUIDIndex, string(u.GetUID()))
-	if err != nil {
-		return fmt.Errorf("kube: reading the children of %s from the cache of %s: %w", c.describe(u), o.gvr, err)
-	}
-	gr := o.gvr.GroupResource()
-	type child struct {
-		namespace, name string
-		uid             types.UID
-	}
-	var stale []child
-	for _, item := range items {
-		m, ok := item.(metav1.Object)
-		if !ok || s.applied.has(gr, objectKey(m.GetNamespace(), m.GetName())) {
-			continue
-		}
-		stale = append(stale, child{m.GetNamespace(), m.GetName(), m.GetUID()})
-	}
-	if len(stale) == 0 {
-		return nil
+	stale, err := c.unwrittenChildren(s, u, o)
+	if err != nil || len(stale) == 0 {
+		return err
 	}
 	// What the API server holds now, not the cache: a child the cache
 	// shows that was given to another owner, or never labelled part of
 	// the set, is left alone.
 	ri := c.clients.dynamic.Resource(o.gvr)
-	var doomed []child
-	var unlabelled []string
+	var doomed []prunedChild
+	var unlabelled, names []string
 	for _, ch := range stale {
 		got, err := ri.Namespace(ch.namespace).Get(ctx, ch.name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) {
-			continue
+		switch {
+		case apierrors.IsNotFound(err):
+		case err != nil:
+			return fmt.Errorf("kube: reading %s %s, a child of %s to prune: %w", o.gvr.Resource, ch.key(), c.describe(u), err)
+		case got.GetUID() != ch.uid || !controlledBy(got, u.GetUID()):
+		case got.GetLabels()[ApplySetPartOfLabel] != id:
+			unlabelled = append(unlabelled, ch.key())
+		default:
+			doomed = append(doomed, ch)
+			names = append(names, ch.key())
 		}
-		if err != nil {
-			return fmt.Errorf("kube: reading %s %s, a child of %s to prune: %w", o.gvr.Resource, objectKey(ch.namespace, ch.name), c.describe(u), err)
-		}
-		if got.GetUID() != ch.uid || !controlledBy(got, u.GetUID()) {
-			continue
-		}
-		if got.GetLabels()[ApplySetPartOfLabel] != id {
-			unlabelled = append(unlabelled, objectKey(ch.namespace, ch.name))
-			continue
-		}
-		doomed = append(doomed, ch)
 	}
 	log := LoggerFrom(ctx)
 	if len(unlabelled) > 0 {
@@ -299,20 +280,52 @@ func (c *Controller) pruneResource(ctx context.Context, s *scope, u *cachedObjec
 	if len(doomed) == 0 {
 		return nil
 	}
-	names := make([]string, len(doomed))
-	for i, ch := range doomed {
-		names[i] = objectKey(ch.namespace, ch.name)
-	}
 	dry := o.prune == pruneDryRun
 	log.InfoContext(ctx, "prune preview", slog.String("resource", o.gvr.String()), slog.Any("children", names),
 		slog.String("applyset", id), slog.Bool("dryRun", dry))
 	if dry {
 		return nil
 	}
+	return c.deleteChildren(ctx, u, o, doomed)
+}
+
+// unwrittenChildren returns the children of u that the cache of o's
+// resource indexes under u's uid and that s's reconcile didn't write.
+func (c *Controller) unwrittenChildren(s *scope, u *cachedObject, o informerSpec) ([]prunedChild, error) {
+	ch := c.listerCaches[o.gvr]
+	if ch == nil {
+		return nil, nil
+	}
+	inf := ch.informer.Load()
+	if inf == nil {
+		return nil, nil
+	}
+	items, err := (*inf).GetIndexer().ByIndex(controllerUIDIndex, string(u.GetUID()))
+	if err != nil {
+		return nil, fmt.Errorf("kube: reading the children of %s from the cache of %s: %w", c.describe(u), o.gvr, err)
+	}
+	gr := o.gvr.GroupResource()
+	var stale []prunedChild
+	for _, item := range items {
+		m, ok := item.(metav1.Object)
+		if !ok || s.applied.has(gr, objectKey(m.GetNamespace(), m.GetName())) {
+			continue
+		}
+		stale = append(stale, prunedChild{m.GetNamespace(), m.GetName(), m.GetUID()})
+	}
+	return stale, nil
+}
+
+// deleteChildren deletes doomed, children of u of o's resource, in the
+// background, each with a precondition on its uid, unless the reconcile
+// is cancelled first. A child gone already, or replaced by another object
+// of its name, is no error.
+func (c *Controller) deleteChildren(ctx context.Context, u *cachedObject, o informerSpec, doomed []prunedChild) error {
+	ri := c.clients.dynamic.Resource(o.gvr)
 	background := metav1.DeletePropagationBackground
 	for _, ch := range doomed {
 		if err := errors.Join(ctx.Err(), mayWork(ctx)); err != nil {
-			return fmt.Errorf("kube: not pruning %s %s: the reconcile was cancelled: %w", o.gvr.Resource, objectKey(ch.namespace, ch.name), err)
+			return fmt.Errorf("kube: not pruning %s %s: the reconcile was cancelled: %w", o.gvr.Resource, ch.key(), err)
 		}
 		uid := ch.uid
 		err := ri.Namespace(ch.namespace).Delete(ctx, ch.name, metav1.DeleteOptions{
@@ -321,11 +334,11 @@ func (c *Controller) pruneResource(ctx context.Context, s *scope, u *cachedObjec
 		})
 		switch {
 		case err == nil:
-			log.InfoContext(ctx, "pruned", slog.String("resource", o.gvr.String()), slog.String("child", objectKey(ch.namespace, ch.name)))
+			LoggerFrom(ctx).InfoContext(ctx, "pruned", slog.String("resource", o.gvr.String()), slog.String("child", ch.key()))
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
 			// Gone already, or another object of its name by now.
 		default:
-			return fmt.Errorf("kube: pruning %s %s, a child of %s: %w", o.gvr.Resource, objectKey(ch.namespace, ch.name), c.describe(u), err)
+			return fmt.Errorf("kube: pruning %s %s, a child of %s: %w", o.gvr.Resource, ch.key(), c.describe(u), err)
 		}
 	}
 	return nil
