@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -381,5 +382,16 @@ func TestPackageCounterWithoutATotal(t *testing.T) {
 	want := "controlplane: etcd: 200 packages compiled, 30s so far\ncontrolplane: etcd: 400 packages compiled, 30s so far\n"
 	if out.String() != want {
 		t.Errorf("progress %q, want %q", out.String(), want)
+	}
+}
+
+func TestEtcdFlagsComeAfterStartsOwn(t *testing.T) {
+	spec := etcdSpec("etcd", "/d", "http://127.0.0.1:1", "http://127.0.0.1:2", []string{"--quota-backend-bytes=8589934592", "--log-level=info"})
+	n := len(spec.args)
+	if n < 3 || spec.args[n-2] != "--quota-backend-bytes=8589934592" || spec.args[n-1] != "--log-level=info" {
+		t.Fatalf("etcd's args = %q; want Options.EtcdFlags last, so that a flag given twice takes their value", spec.args)
+	}
+	if !slices.Contains(spec.args, "--data-dir="+filepath.Join("/d", "etcd")) {
+		t.Fatalf("etcd's args = %q; want its own flags kept", spec.args)
 	}
 }

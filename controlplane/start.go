@@ -52,6 +52,10 @@ type Options struct {
 	// given twice takes its last value), for example
 	// "--feature-gates=...". Default: none.
 	APIServerFlags, ControllerManagerFlags []string
+	// EtcdFlags are added after the flags Start passes to etcd, for example
+	// "--quota-backend-bytes=8589934592" (etcd's default quota is 2 GiB) for
+	// a benchmark that holds 100,000 objects. Default: none.
+	EtcdFlags []string
 
 	// StartTimeout bounds the whole start, until the API server is ready
 	// and the controller manager has made the default ServiceAccount.
@@ -169,7 +173,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		spec procSpec
 		also func(context.Context) error // a check beyond spec.ready, or nil
 	}{
-		{Etcd, etcdSpec(bins.Etcd, dir, etcdURL, peerURL), nil},
+		{Etcd, etcdSpec(bins.Etcd, dir, etcdURL, peerURL, opts.EtcdFlags), nil},
 		{KubeAPIServer, c.apiServerSpec(bins.KubeAPIServer, dir, etcdURL, apiPort, files, tokenFile, opts.APIServerFlags), nil},
 		{KubeControllerManager, c.controllerManagerSpec(bins.KubeControllerManager, kcmPort, files, opts), defaultServiceAccount},
 	} {
@@ -248,10 +252,10 @@ func (c *Cluster) startReady(ctx context.Context, deadline time.Time, name strin
 }
 
 // etcdSpec is etcd's: one member named humus, serving clients at etcdURL
-// and its peer at peerURL, with its data in dir/etcd, unsynced, and ready
-// when its /health answers 200.
-func etcdSpec(path, dir, etcdURL, peerURL string) procSpec {
-	return procSpec{path: path, args: []string{
+// and its peer at peerURL, with its data in dir/etcd, unsynced, with extra
+// flags last, and ready when its /health answers 200.
+func etcdSpec(path, dir, etcdURL, peerURL string, extra []string) procSpec {
+	return procSpec{path: path, args: append([]string{
 		"--name=humus",
 		"--data-dir=" + filepath.Join(dir, "etcd"),
 		"--listen-client-urls=" + etcdURL,
@@ -262,7 +266,7 @@ func etcdSpec(path, dir, etcdURL, peerURL string) procSpec {
 		"--initial-cluster-state=new",
 		"--unsafe-no-fsync", // the data is thrown away at Stop
 		"--log-level=warn",
-	}, ready: func(ctx context.Context) error {
+	}, extra...), ready: func(ctx context.Context) error {
 		plain := &http.Client{Timeout: 2 * time.Second}
 		defer plain.CloseIdleConnections()
 		return get(ctx, plain, etcdURL+"/health", "")

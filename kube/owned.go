@@ -47,7 +47,8 @@ func (p ownsPart) check() error {
 // owner of the old object too when it isn't the new one's: the controller
 // owner reference was moved to another owner, or removed. An add or update
 // whose object is what a write of the owner's own reconcile returned isn't
-// queued (ownedcreations.go).
+// queued (ownedcreations.go), nor an update to the version the object
+// had (a relist's).
 func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr schema.GroupResource) cache.ResourceEventHandler {
 	changed := func(obj any) {
 		owner, ok := c.ownerKey(obj)
@@ -83,6 +84,14 @@ func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr sch
 	return cache.ResourceEventHandlerFuncs{
 		AddFunc: changed,
 		UpdateFunc: func(old, obj any) {
+			// The same version again is no change: a relist hands every
+			// object it finds unchanged to an update, as a resync would
+			// (Owns' informers have none). Its owner has had that version
+			// already, as its add or as its own write. sample-controller
+			// skips it so.
+			if sameVersion(old, obj) {
+				return
+			}
 			// Both owners, as controller-runtime's EnqueueRequestForOwner
 			// queues them: the one that lost the child too.
 			if was, ok := c.ownerKey(old); ok {

@@ -147,6 +147,23 @@ func TestAnOwnedObjectsEventIsQueuedUnlessItIsWhatItsOwnersReconcileCreated(t *t
 	require.Empty(t, c.ownedCreations.keys, "and forgets the writes of the object deleted")
 }
 
+func TestARelistOfAnUnchangedOwnedObjectIsntQueued(t *testing.T) {
+	c := ownsConfigMaps()
+	queue := workqueue.NewTyped[string]()
+	defer queue.ShutDown()
+	h := c.ownerHandler(queue, schema.GroupResource{Resource: "configmaps"})
+
+	applyConfigMap(t, c, answering{body: configMapAnswer}, withReconciling(t.Context(), c, "team-a/w1"))
+	h.OnAdd(configMapOfW1("5"), false)
+	require.Zero(t, queue.Len(), "the add of the version the reconcile's apply returned isn't queued")
+	// The informer's watch breaks and it lists again: the object is
+	// unchanged, and comes as an update from its version to the same.
+	h.OnUpdate(configMapOfW1("5"), configMapOfW1("5"))
+	require.Zero(t, queue.Len(), "a relist's update to the same version is no news to the owner")
+	h.OnUpdate(configMapOfW1("5"), configMapOfW1("6"))
+	require.Equal(t, 1, queue.Len(), "a change is")
+}
+
 func TestAnOwnedObjectsEventsAreHeldWhileItsOwnersWriteIsInFlight(t *testing.T) {
 	c := ownsConfigMaps()
 	queue := workqueue.NewTyped[string]()

@@ -64,19 +64,18 @@ func TestWebhookDeployFilesBuildAndApply(t *testing.T) {
 		dir   string
 		extra []string // beside the example's deploy files
 		env   string   // the certificate's variable
+		unset string   // a variable the Deployment doesn't set
 	}{
 		{"memcached/deploy-webhook/app-managed", []string{
-			"Service memcached-webhooks",
 			"Role memcached-controller-webhook-cert",
 			"RoleBinding memcached-controller-webhook-cert",
 			"ClusterRole memcached-controller-webhook-cert",
 			"ClusterRoleBinding memcached-controller-webhook-cert",
-		}, "WEBHOOK_CERT_SECRET"},
+		}, "WEBHOOK_CERT_SECRET", "WEBHOOK_CERT_DIR"},
 		{"memcached/deploy-webhook/cert-manager", []string{
-			"Service memcached-webhooks",
 			"Issuer memcached-selfsigned",
-			"Certificate memcached-webhook-cert",
-		}, "WEBHOOK_CERT_DIR"},
+			"Certificate memcached-webhook-server-cert",
+		}, "WEBHOOK_CERT_DIR", ""},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -98,6 +97,9 @@ func TestWebhookDeployFilesBuildAndApply(t *testing.T) {
 					require.NoError(t, err)
 					require.Contains(t, string(body), "WEBHOOK_ADDR")
 					require.Contains(t, string(body), tc.env)
+					if tc.unset != "" {
+						require.NotContains(t, string(body), tc.unset)
+					}
 				}
 			}
 

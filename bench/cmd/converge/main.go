@@ -1,8 +1,10 @@
 // Command converge is the converge benchmark of issue #9: how fast kube's
 // Memcached controller converges N objects with W workers, and what it
 // costs, next to the kubebuilder book's controller on controller-runtime
-// v0.25.2 and next to the floor, a plain client-go program that makes the
-// two writes an object needs and nothing else.
+// v0.25.2, next to the controller an expert writes on client-go alone
+// (sample-controller's pattern, bench/cmd/clientgopeer), and next to the
+// floor, a plain client-go program that makes the two writes an object
+// needs and nothing else.
 //
 // For each N, W and peer it starts a fresh local control plane (etcd,
 // kube-apiserver, kube-controller-manager without the deployment and
@@ -21,8 +23,8 @@
 //     convergence caused have settled, the requests in a window spanning the
 //     peer's first resync of every object, with nothing changing.
 //
-// It prints one table per N and W, with the ratios kube/controller-runtime
-// and kube/floor, and writes every figure as JSON (-json).
+// It prints one table per N and W, with the ratios kube/controller-runtime,
+// kube/client-go and kube/floor, and writes every figure as JSON (-json).
 //
 //	go run ./bench/cmd/converge -n 100,1000 -w 1,4,16
 //	go run ./bench/cmd/converge -smoke      # N=10, W=1: keeps it working
@@ -46,6 +48,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -65,7 +68,7 @@ func run() error {
 	var (
 		ns         = flag.String("n", "10,100", "object counts to run, comma separated (the issue's: 100,1000,5000; 10000 runs too, with a -timeout of 30m or more)")
 		ws         = flag.String("w", "1,4", "worker counts to run, comma separated (the issue's: 1,4,16)")
-		peers      = flag.String("peers", strings.Join([]string{peerKube, peerCR, peerFloor}, ","), "peers to run")
+		peers      = flag.String("peers", strings.Join([]string{peerKube, peerCR, peerClientGo, peerFloor}, ","), "peers to run")
 		smoke      = flag.Bool("smoke", false, "a tiny run, N=10 and W=1 with a 5s resync, to keep the benchmark working")
 		jsonPath   = flag.String("json", "converge.json", "where to write the figures as JSON; empty writes none")
 		timeout    = flag.Duration("timeout", 15*time.Minute, "the limit of each run (one peer at one N and W)")
@@ -77,6 +80,10 @@ func run() error {
 		peerDir    = flag.String("peer-bin", "", "a directory with prebuilt kubepeer, crpeer and floor binaries (default: built now)")
 		logDir     = flag.String("logs", "", "where the peers' stderr goes (default: a temporary directory)")
 		finalizer  = flag.Bool("finalizer", false, "every peer adds a finalizer to each object (one more write an object), as the operator-sdk tutorial's controller does")
+		restart    = flag.Bool("restart", false, "after the tail, stop each peer but the floor and start it again on the converged objects: time until it has synced (kube and client-go say when), its CPU, peak RSS and writes; skips the steady window")
+		convLimit  = flag.Duration("converge-limit", 0, "if set, a peer not converged by then is stopped there, with its figures (CPU, peak RSS, heap, synced, objects available) taken then, and -restart done: how far it got, for N=100000 on a busy machine")
+		also       = flag.String("restart-also", "", "with -restart, peers (kube, client-go) started in turn on the cluster after the restart, for their sync alone: time until synced, CPU, peak RSS, heap")
+		etcdQuota  = flag.Int64("etcd-quota", 0, "etcd's --quota-backend-bytes in MiB for each fresh control plane (0: etcd's default, 2 GiB); N=100000 wants 8192")
 		profiles   = flag.String("cpuprofile", "", "a directory: the kube and floor peers write CPU profiles there, from their start until convergence (<peer>-n<N>-w<W>[-fin].pprof)")
 	)
 	flag.Parse()
@@ -97,10 +104,10 @@ func run() error {
 	var which []string
 	for _, p := range strings.Split(*peers, ",") {
 		switch p = strings.TrimSpace(p); p {
-		case peerKube, peerCR, peerFloor:
+		case peerKube, peerCR, peerClientGo, peerFloor:
 			which = append(which, p)
 		default:
-			errs = append(errs, fmt.Errorf("-peers: unknown peer %q (kube, controller-runtime, floor)", p))
+			errs = append(errs, fmt.Errorf("-peers: unknown peer %q (kube, controller-runtime, client-go, floor)", p))
 		}
 	}
 	if *timeout <= 0 {
@@ -146,22 +153,43 @@ func run() error {
 	}
 
 	c := config{
-		kubeconfig: *kubeconfig,
-		cp:         controlplane.Options{BinDir: *binDir},
-		timeout:    *timeout,
-		resync:     *resync,
-		settle:     *quiet,
-		gcWait:     90 * time.Second,
-		logDir:     *logDir,
-		progress:   os.Stderr,
-		skipSteady: *noSteady,
-		finalizer:  *finalizer,
-		profileDir: *profiles,
+		kubeconfig:    *kubeconfig,
+		cp:            controlplane.Options{BinDir: *binDir},
+		timeout:       *timeout,
+		resync:        *resync,
+		settle:        *quiet,
+		gcWait:        90 * time.Second,
+		logDir:        *logDir,
+		progress:      os.Stderr,
+		skipSteady:    *noSteady,
+		finalizer:     *finalizer,
+		restart:       *restart,
+		convergeLimit: *convLimit,
+		profileDir:    *profiles,
+	}
+	if *also != "" {
+		for _, p := range strings.Split(*also, ",") {
+			switch p = strings.TrimSpace(p); p {
+			case peerKube, peerClientGo:
+				c.also = append(c.also, p)
+			default:
+				return fmt.Errorf("-restart-also: %q is not a peer that says when it has synced (kube, client-go)", p)
+			}
+		}
+	}
+	if *etcdQuota > 0 {
+		c.cp.EtcdFlags = append(c.cp.EtcdFlags, fmt.Sprintf("--quota-backend-bytes=%d", *etcdQuota<<20))
 	}
 	if *smoke {
 		c.gcWait = time.Second // figures don't matter: don't wait out the garbage collector's discovery
 	}
-	if c.bins, err = peerBinaries(ctx, *peerDir, tmp, which); err != nil {
+	bins := which
+	for _, p := range c.also {
+		if !slices.Contains(bins, p) {
+			bins = append(bins, p)
+		}
+	}
+	if c.bins, err = peerBinaries(ctx, *peerDir, tmp, bins); err != nil {
 		return err
 	}
 	if *kubeconfig == "" {
@@ -257,7 +285,7 @@ func benchDir() (string, error) {
 // peerBinaries returns each peer's binary: from dir, or built into tmp.
 // crpeer is built with GOWORK=off, in its own module.
 func peerBinaries(ctx context.Context, dir, tmp string, peers []string) (map[string]string, error) {
-	names := map[string]string{peerKube: "kubepeer", peerCR: "crpeer", peerFloor: "floor"}
+	names := map[string]string{peerKube: "kubepeer", peerCR: "crpeer", peerClientGo: "clientgopeer", peerFloor: "floor"}
 	bins := map[string]string{}
 	if dir != "" {
 		for _, p := range peers {

@@ -24,13 +24,15 @@ type Report struct {
 	Ratios    []Ratios `json:"ratios"`
 }
 
-// Ratios are kube's figures over controller-runtime's (VsCR) and over the
-// floor's (VsFloor), at one N and W; 0 where either figure is missing.
+// Ratios are kube's figures over controller-runtime's (VsCR), over the
+// floor's (VsFloor) and over the client-go controller's (VsClientGo), at
+// one N and W; a figure is left out where either side is missing.
 type Ratios struct {
-	Objects int                `json:"objects"`
-	Workers int                `json:"workers"`
-	VsCR    map[string]float64 `json:"kube_over_controller_runtime"`
-	VsFloor map[string]float64 `json:"kube_over_floor"`
+	Objects    int                `json:"objects"`
+	Workers    int                `json:"workers"`
+	VsCR       map[string]float64 `json:"kube_over_controller_runtime"`
+	VsFloor    map[string]float64 `json:"kube_over_floor"`
+	VsClientGo map[string]float64 `json:"kube_over_client_go,omitempty"`
 }
 
 // figure is one row of the table.
@@ -48,11 +50,43 @@ var figures = []figure{
 	{"apiserver_cpu_seconds", func(r Run) (float64, bool) { return r.APIServerCPUSeconds, r.APIServerCPUSeconds != 0 }, "s"},
 	{"peak_rss_mib", func(r Run) (float64, bool) { return mib(r.PeakRSSBytes), true }, "MiB"},
 	{"heap_inuse_mib", func(r Run) (float64, bool) { return mib(r.HeapInuseBytes), true }, "MiB"},
+	{"heap_bytes_per_object", func(r Run) (float64, bool) { return float64(r.HeapInuseBytes) / float64(r.Objects), r.Objects > 0 }, "B"},
+	{"synced_seconds", func(r Run) (float64, bool) { return r.SyncedSeconds, r.SyncedSeconds != 0 }, "s"},
 	{"requests", func(r Run) (float64, bool) { return r.RequestTotal, true }, ""},
 	{"writes", func(r Run) (float64, bool) { return r.Writes, true }, ""},
 	{"status_writes", func(r Run) (float64, bool) { return r.StatusWrites, true }, ""},
 	{"settle_requests", func(r Run) (float64, bool) { return r.SettleTotal, r.SettleRequests != nil }, ""},
 	{"settle_writes", func(r Run) (float64, bool) { return r.SettleWrites, r.SettleRequests != nil }, ""},
+	{"restart_synced_seconds", func(r Run) (float64, bool) {
+		if r.Restart == nil {
+			return 0, false
+		}
+		return r.Restart.SyncedSeconds, true
+	}, "s"},
+	{"restart_cpu_seconds", func(r Run) (float64, bool) {
+		if r.Restart == nil {
+			return 0, false
+		}
+		return r.Restart.CPUSeconds, true
+	}, "s"},
+	{"restart_peak_rss_mib", func(r Run) (float64, bool) {
+		if r.Restart == nil {
+			return 0, false
+		}
+		return mib(r.Restart.PeakRSSBytes), true
+	}, "MiB"},
+	{"restart_heap_inuse_mib", func(r Run) (float64, bool) {
+		if r.Restart == nil {
+			return 0, false
+		}
+		return mib(r.Restart.HeapInuseBytes), true
+	}, "MiB"},
+	{"restart_writes", func(r Run) (float64, bool) {
+		if r.Restart == nil {
+			return 0, false
+		}
+		return r.Restart.Writes, true
+	}, ""},
 	{"steady_requests", func(r Run) (float64, bool) {
 		if r.Steady == nil {
 			return 0, false
@@ -80,7 +114,8 @@ func newReport(runs []Run, loadBefore string) *Report {
 		kube, okK := find(runs, peerKube, k)
 		cr, okC := find(runs, peerCR, k)
 		fl, okF := find(runs, peerFloor, k)
-		ra := Ratios{Objects: k[0], Workers: k[1], VsCR: map[string]float64{}, VsFloor: map[string]float64{}}
+		cg, okG := find(runs, peerClientGo, k)
+		ra := Ratios{Objects: k[0], Workers: k[1], VsCR: map[string]float64{}, VsFloor: map[string]float64{}, VsClientGo: map[string]float64{}}
 		for _, f := range figures {
 			kv, ok := f.get(kube)
 			if !okK || !ok {
@@ -91,6 +126,9 @@ func newReport(runs []Run, loadBefore string) *Report {
 			}
 			if fv, ok := f.get(fl); okF && ok && fv != 0 {
 				ra.VsFloor[f.name] = kv / fv
+			}
+			if gv, ok := f.get(cg); okG && ok && gv != 0 {
+				ra.VsClientGo[f.name] = kv / gv
 			}
 		}
 		rep.Ratios = append(rep.Ratios, ra)
@@ -141,10 +179,10 @@ func (rep *Report) print(out io.Writer) {
 		ra := rep.Ratios[i]
 		fmt.Fprintf(out, "\nN=%d W=%d\n", k[0], k[1])
 		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprintln(tw, "figure\tkube\tcontroller-runtime\tfloor\tkube/cr\tkube/floor\t")
+		fmt.Fprintln(tw, "figure\tkube\tcontroller-runtime\tclient-go\tfloor\tkube/cr\tkube/client-go\tkube/floor\t")
 		for _, f := range figures {
 			row := []string{f.name}
-			for _, p := range []string{peerKube, peerCR, peerFloor} {
+			for _, p := range []string{peerKube, peerCR, peerClientGo, peerFloor} {
 				r, ok := find(rep.Runs, p, k)
 				v, has := f.get(r)
 				switch {
@@ -158,14 +196,17 @@ func (rep *Report) print(out io.Writer) {
 					row = append(row, num(v))
 				}
 			}
-			row = append(row, ratio(ra.VsCR, f.name), ratio(ra.VsFloor, f.name))
+			row = append(row, ratio(ra.VsCR, f.name), ratio(ra.VsClientGo, f.name), ratio(ra.VsFloor, f.name))
 			fmt.Fprintln(tw, strings.Join(row, "\t")+"\t")
 		}
 		tw.Flush()
-		for _, p := range []string{peerKube, peerCR, peerFloor} {
+		for _, p := range []string{peerKube, peerCR, peerClientGo, peerFloor} {
 			r, ok := find(rep.Runs, p, k)
 			if !ok {
 				continue
+			}
+			if r.Restart != nil {
+				fmt.Fprintf(out, "  %s after the restart, until settled: %s\n", p, breakdown(r.Restart.Requests))
 			}
 			fmt.Fprintf(out, "  %s requests: %s\n", p, breakdown(r.Requests))
 			if r.Steady == nil && r.SettleRequests != nil {
@@ -182,8 +223,23 @@ func (rep *Report) print(out io.Writer) {
 		}
 		fmt.Fprintln(out, "  (leases include the API server's own identity Lease, renewed every 10s; initial lists made as watches aren't counted)")
 		for _, r := range rep.Runs {
-			if r.Objects == k[0] && r.Workers == k[1] && r.Error != "" {
+			if r.Objects != k[0] || r.Workers != k[1] {
+				continue
+			}
+			if r.Error != "" {
 				fmt.Fprintf(out, "  %s failed: %s\n", r.Peer, r.Error)
+			}
+			if r.Available > 0 {
+				fmt.Fprintf(out, "  %s at -converge-limit: %d of %d available, CPU %.2fs, peak RSS %.1f MiB, heap %.1f MiB (%.0f B an object), synced after %.2fs\n",
+					r.Peer, r.Available, r.Objects, r.CPUSeconds, mib(r.PeakRSSBytes), mib(r.HeapInuseBytes), float64(r.HeapInuseBytes)/float64(r.Objects), r.SyncedSeconds)
+			}
+			for _, rs := range r.AlsoStarted {
+				fmt.Fprintf(out, "  %s, then %s started on the cluster: synced after %.2fs, CPU %.2fs, peak RSS %.1f MiB, heap %.1f MiB (%.0f B an object), writes %.0f\n",
+					r.Peer, rs.Peer, rs.SyncedSeconds, rs.CPUSeconds, mib(rs.PeakRSSBytes), mib(rs.HeapInuseBytes), float64(rs.HeapInuseBytes)/float64(r.Objects), rs.Writes)
+			}
+			if rs := r.Restart; rs != nil && r.Error != "" {
+				fmt.Fprintf(out, "  %s restarted: synced after %.2fs, CPU %.2fs, peak RSS %.1f MiB, heap %.1f MiB (%.0f B an object), writes %.0f\n",
+					r.Peer, rs.SyncedSeconds, rs.CPUSeconds, mib(rs.PeakRSSBytes), mib(rs.HeapInuseBytes), float64(rs.HeapInuseBytes)/float64(r.Objects), rs.Writes)
 			}
 		}
 	}

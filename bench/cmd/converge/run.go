@@ -31,11 +31,12 @@ import (
 	"github.com/z5labs/humus/controlplane"
 )
 
-// The three peers.
+// The four peers.
 const (
-	peerKube  = "kube"
-	peerCR    = "controller-runtime"
-	peerFloor = "floor"
+	peerKube     = "kube"
+	peerCR       = "controller-runtime"
+	peerFloor    = "floor"
+	peerClientGo = "client-go"
 )
 
 // namespace holds the benchmark's objects.
@@ -57,6 +58,10 @@ type Run struct {
 	APIServerCPUSeconds float64 `json:"apiserver_cpu_seconds,omitempty"`
 	// PeakRSSBytes is the peer's VmHWM then.
 	PeakRSSBytes int64 `json:"peak_rss_bytes"`
+	// SyncedSeconds is from starting the peer's process until it said its
+	// caches had synced (kube: Controller.Synced healthy; client-go: its
+	// informers' HasSynced); 0 for a peer that doesn't say.
+	SyncedSeconds float64 `json:"synced_seconds,omitempty"`
 	// HeapInuseBytes is the peer's runtime.MemStats.HeapInuse after a
 	// garbage collection, right after convergence.
 	HeapInuseBytes int64 `json:"heap_inuse_bytes"`
@@ -80,8 +85,38 @@ type Run struct {
 	// of every object; nil for the floor, which has no resync.
 	Steady *Steady `json:"steady,omitempty"`
 
+	// Restart is the peer started again after the tail, with every object
+	// converged (-restart), or at -converge-limit; nil when not asked for.
+	Restart *Restart `json:"restart,omitempty"`
+	// Available is, for a run that reached -converge-limit, how many
+	// objects were available then; its CPU seconds, peak RSS, heap and
+	// synced time are taken then too.
+	Available int `json:"available_at_limit,omitempty"`
+	// AlsoStarted are the -restart-also peers, each started on the cluster
+	// after this run's restart, for its sync alone.
+	AlsoStarted []Restart `json:"also_started,omitempty"`
+
 	// Error is why the run didn't finish, if it didn't.
 	Error string `json:"error,omitempty"`
+}
+
+// Restart is a peer's second start, on the converged objects and their
+// Deployments: its initial lists, and whatever it writes then.
+type Restart struct {
+	// Peer is the peer started: this run's, or a -restart-also peer.
+	Peer string `json:"peer"`
+	// SyncedSeconds is from starting the process again until it said its
+	// caches had synced.
+	SyncedSeconds float64 `json:"synced_seconds"`
+	// CPUSeconds and PeakRSSBytes are the process's then.
+	CPUSeconds   float64 `json:"cpu_seconds"`
+	PeakRSSBytes int64   `json:"peak_rss_bytes"`
+	// HeapInuseBytes is its heap in use after a garbage collection once
+	// the requests had settled again.
+	HeapInuseBytes int64 `json:"heap_inuse_bytes"`
+	// Requests are those from the restart until they settled.
+	Requests Requests `json:"requests"`
+	Writes   float64  `json:"writes"`
 }
 
 // Steady is what a peer did in a window with nothing changing.
@@ -111,7 +146,12 @@ type config struct {
 	skipSteady bool
 	gcWait     time.Duration // how long to wait for the garbage collector's watch
 	finalizer  bool          // every peer adds memcached.Finalizer
-	profileDir string        // where the kube and floor peers write CPU profiles; "" for none
+	restart    bool          // start the peer again after the tail, and time its sync
+	also       []string      // peers started, each in turn, after the restart, for their sync alone
+	// convergeLimit is 0, or how long a peer may take to converge before
+	// its figures are taken as they are.
+	convergeLimit time.Duration
+	profileDir    string // where the kube and floor peers write CPU profiles; "" for none
 }
 
 // resyncFor is the resync the peers run with at n objects: long enough that
@@ -207,6 +247,12 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 	}
 	defer p.stop()
 	c.logf("%s N=%d W=%d: started (pid %d)", r.Peer, r.Objects, r.Workers, p.cmd.Process.Pid)
+	var limit <-chan time.Time // nil: no limit but the run's timeout
+	if c.convergeLimit > 0 {
+		t := time.NewTimer(c.convergeLimit)
+		defer t.Stop()
+		limit = t.C
+	}
 
 	select {
 	case <-avail.all:
@@ -214,6 +260,14 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 		return fmt.Errorf("the peer exited before converging (%d of %d available): %v; its log: %s", avail.count(), r.Objects, p.waitErr, p.logPath)
 	case <-ctx.Done():
 		return fmt.Errorf("not converged within the run's timeout (%d of %d available): %w", avail.count(), r.Objects, ctx.Err())
+	case <-limit:
+		// How far it got: its figures now, and with -restart its
+		// restarts.
+		r.Available = avail.count()
+		if err := stoppedShort(ctx, c, cluster.Kubeconfig, kc, p, resync, r); err != nil {
+			c.logf("%s N=%d W=%d: after -converge-limit: %v", r.Peer, r.Objects, r.Workers, err)
+		}
+		return fmt.Errorf("not converged within -converge-limit %v (%d of %d available)", c.convergeLimit, r.Available, r.Objects)
 	}
 	converged := time.Now()
 	r.ConvergeSeconds = converged.Sub(p.started).Seconds()
@@ -241,6 +295,7 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 	if r.Peer == peerFloor {
 		return nil
 	}
+	r.SyncedSeconds = p.syncedSeconds()
 
 	// Let the reconciles that convergence caused settle (the tail), then,
 	// unless skipped, count what the peer does in a steady window that
@@ -251,7 +306,12 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 	}
 	r.SettleRequests = settled.sub(after)
 	r.SettleTotal, r.SettleWrites = r.SettleRequests.total(), r.SettleRequests.writes()
-	if c.skipSteady {
+	if c.restart {
+		if err := restartPeer(ctx, c, cluster.Kubeconfig, kc, p, resync, r); err != nil {
+			return fmt.Errorf("restart: %w", err)
+		}
+	}
+	if c.skipSteady || c.restart {
 		return nil
 	}
 	st := &Steady{ResyncSeconds: resync.Seconds()}
@@ -464,6 +524,96 @@ type peerProc struct {
 	lines   chan string
 	exited  chan struct{}
 	waitErr error
+
+	syncedMu sync.Mutex
+	synced   float64 // seconds from started until the peer printed "synced"
+}
+
+// syncedSeconds is the seconds from the peer's start until it printed
+// "synced", or 0 if it hasn't.
+func (p *peerProc) syncedSeconds() float64 {
+	p.syncedMu.Lock()
+	defer p.syncedMu.Unlock()
+	return p.synced
+}
+
+// restartPeer stops the converged peer p, starts it again, and records in
+// r.Restart the time until it says it has synced, its CPU and peak RSS
+// then, and the requests until they settle again. (The old process's
+// requests settled before; the counts begin at settled.)
+func restartPeer(ctx context.Context, c config, kubeconfig string, kc kubernetes.Interface, p *peerProc, resync time.Duration, r *Run) error {
+	p.stop()
+	rs := &Restart{Peer: r.Peer}
+	r.Restart = rs
+	if err := startAgain(ctx, c, kubeconfig, kc, resync, r, rs); err != nil {
+		return err
+	}
+	for _, other := range c.also {
+		r.AlsoStarted = append(r.AlsoStarted, Restart{Peer: other})
+		if err := startAgain(ctx, c, kubeconfig, kc, resync, r, &r.AlsoStarted[len(r.AlsoStarted)-1]); err != nil {
+			return fmt.Errorf("%s: %w", other, err)
+		}
+	}
+	return nil
+}
+
+// stoppedShort records, for a run that reached -converge-limit, the
+// peer's CPU, peak RSS, heap and synced time, and then, with -restart,
+// its restart and the -restart-also peers' starts.
+func stoppedShort(ctx context.Context, c config, kubeconfig string, kc kubernetes.Interface, p *peerProc, resync time.Duration, r *Run) error {
+	r.SyncedSeconds = p.syncedSeconds()
+	ps, err := readProc(p.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	r.CPUSeconds, r.PeakRSSBytes = ps.CPUSeconds, ps.PeakRSS
+	if r.HeapInuseBytes, err = p.heapInuse(ctx); err != nil {
+		return err
+	}
+	c.logf("%s N=%d W=%d: at -converge-limit, %d available, CPU %.1fs, peak RSS %.1f MiB, heap %.1f MiB, synced after %.1fs", r.Peer, r.Objects, r.Workers, r.Available, r.CPUSeconds, mib(r.PeakRSSBytes), mib(r.HeapInuseBytes), r.SyncedSeconds)
+	if !c.restart {
+		return nil
+	}
+	return restartPeer(ctx, c, kubeconfig, kc, p, resync, r)
+}
+
+// startAgain starts peer rs.Peer on the cluster and records in rs the time
+// until it says it has synced, its CPU and peak RSS then, the requests
+// until they settle again, and its heap then; it stops the peer.
+func startAgain(ctx context.Context, c config, kubeconfig string, kc kubernetes.Interface, resync time.Duration, r *Run, rs *Restart) error {
+	c.logf("%s N=%d W=%d: starting %s again", r.Peer, r.Objects, r.Workers, rs.Peer)
+	before, _, err := scrape(ctx, kc)
+	if err != nil {
+		return err
+	}
+	q, err := startPeer(ctx, c, kubeconfig, rs.Peer, r.Workers, resync, r)
+	if err != nil {
+		return err
+	}
+	defer q.stop()
+	for rs.SyncedSeconds = q.syncedSeconds(); rs.SyncedSeconds == 0; rs.SyncedSeconds = q.syncedSeconds() {
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-q.exited:
+			return fmt.Errorf("the peer exited before syncing: %v; its log: %s", q.waitErr, q.logPath)
+		case <-ctx.Done():
+			return fmt.Errorf("not synced within the run's timeout: %w", ctx.Err())
+		}
+	}
+	ps, err := readProc(q.cmd.Process.Pid)
+	if err != nil {
+		return err
+	}
+	rs.CPUSeconds, rs.PeakRSSBytes = ps.CPUSeconds, ps.PeakRSS
+	c.logf("%s N=%d W=%d: %s synced %.2fs after its start", r.Peer, r.Objects, r.Workers, rs.Peer, rs.SyncedSeconds)
+	after, err := settle(ctx, kc, c.settle, 2*time.Minute)
+	if err != nil {
+		return err
+	}
+	rs.Requests = after.sub(before)
+	rs.Writes = rs.Requests.writes()
+	rs.HeapInuseBytes, err = q.heapInuse(ctx)
+	return err
 }
 
 func startPeer(ctx context.Context, c config, kubeconfig, peer string, workers int, resync time.Duration, r *Run) (*peerProc, error) {
@@ -475,7 +625,7 @@ func startPeer(ctx context.Context, c config, kubeconfig, peer string, workers i
 	if c.finalizer {
 		args = append(args, "-finalizer")
 	}
-	if c.profileDir != "" && peer != peerCR {
+	if c.profileDir != "" && peer != peerCR && r.Restart == nil {
 		fin := ""
 		if c.finalizer {
 			fin = "-fin"
@@ -487,7 +637,11 @@ func startPeer(ctx context.Context, c config, kubeconfig, peer string, workers i
 		// itself; the flag package takes one dash or two alike.
 		args[0] = "--kubeconfig=" + kubeconfig
 	}
-	logPath := filepath.Join(c.logDir, fmt.Sprintf("%s-n%d-w%d.log", peer, r.Objects, workers))
+	restarted := ""
+	if r.Restart != nil {
+		restarted = "-restarted-" + strconv.Itoa(len(r.AlsoStarted))
+	}
+	logPath := filepath.Join(c.logDir, fmt.Sprintf("%s-n%d-w%d%s.log", peer, r.Objects, workers, restarted))
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
@@ -514,6 +668,16 @@ func startPeer(ctx context.Context, c config, kubeconfig, peer string, workers i
 	go func() {
 		sc := bufio.NewScanner(stdout)
 		for sc.Scan() {
+			if f := strings.Fields(sc.Text()); len(f) == 2 && f[0] == "synced" {
+				// The peer's own clock differs from ours by its start-up:
+				// time it here, from the start.
+				p.syncedMu.Lock()
+				if p.synced == 0 {
+					p.synced = time.Since(p.started).Seconds()
+				}
+				p.syncedMu.Unlock()
+				continue
+			}
 			select {
 			case p.lines <- sc.Text():
 			default:

@@ -7,9 +7,10 @@
 // bench/cmd/converge starts it; it isn't meant to be run by hand. Flags:
 // -kubeconfig (required), -workers (Settings.Workers), -resync
 // (Settings.Resync), -finalizer, -namespace (Settings.Namespace, and the
-// Lease's) and -cpuprofile (a CPU profile until the first "mem" line). A
-// line "mem" on stdin makes it print "heapinuse <bytes> heapalloc <bytes>"
-// after a garbage collection. SIGTERM or SIGINT stops it, as any humus App.
+// Lease's) and -cpuprofile (a CPU profile until the first "mem" line). It
+// prints "synced <seconds>" once Controller.Synced is healthy, the seconds
+// since it started (looked at every 5ms). A line "mem" on stdin makes it
+// print "heapinuse <bytes> heapalloc <bytes>" after a garbage collection. SIGTERM or SIGINT stops it, as any humus App.
 package main
 
 import (
@@ -26,6 +27,7 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/bench/internal/memcached"
 	"github.com/z5labs/humus/bench/internal/peer"
+	"github.com/z5labs/humus/health"
 	"github.com/z5labs/humus/kube"
 )
 
@@ -47,7 +49,9 @@ func main() {
 		os.Exit(1)
 	}
 
-	go peer.ReportMemory(os.Stdin, os.Stdout, new(sync.Mutex), stopProfile)
+	start := time.Now()
+	out := new(sync.Mutex)
+	go peer.ReportMemory(os.Stdin, os.Stdout, out, stopProfile)
 
 	humus.Main(func(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 		conn, err := peer.Connection(*kubeconfig)
@@ -69,6 +73,13 @@ func main() {
 		settings.Resync = *resync
 		settings.LeaderElection.Namespace = *namespace
 		settings.LeaderElection.Identity = "kubepeer"
+		// The other peers don't elect a leader at all. With kube's
+		// defaults (15s, 10s, 2s), a renewal slower than 10s ends the
+		// peer: at N=100,000 on the shared machine (load average 30) it
+		// lost the Lease after 31,844 objects. A renewal still every 2s,
+		// so the requests are the same.
+		settings.LeaderElection.LeaseDuration = 90 * time.Second
+		settings.LeaderElection.RenewDeadline = 60 * time.Second
 		parts := []kube.Part{kube.Owns(appsv1.SchemeGroupVersion.WithResource("deployments"))}
 		if *finalizer {
 			parts = append(parts, kube.Finalize(memcached.Finalizer, func(context.Context, kube.Object[memcached.MemcachedSpec, memcached.MemcachedStatus]) error {
@@ -79,6 +90,25 @@ func main() {
 		if err != nil {
 			return nil, err
 		}
+		// Not Init's ctx, which may end with Init: the process's life.
+		go reportSynced(context.Background(), ctrl.Synced(), start, out)
 		return []humus.Service{ctrl}, nil
 	})
+}
+
+// reportSynced prints "synced <seconds since start>" once synced is
+// healthy, looking every 5ms, or nothing if ctx ends first.
+func reportSynced(ctx context.Context, synced health.Monitor, start time.Time, mu *sync.Mutex) {
+	t := time.NewTicker(5 * time.Millisecond)
+	defer t.Stop()
+	for synced.Healthy(ctx) != nil {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+	mu.Lock()
+	fmt.Printf("synced %.3f\n", time.Since(start).Seconds())
+	mu.Unlock()
 }

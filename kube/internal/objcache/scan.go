@@ -294,15 +294,21 @@ func cachedFromJSON(b []byte) (scannedObject, error) {
 		switch {
 		case f.is("managedFields"):
 		case f.is("name"):
-			c.name, err = metadataText(raw, start, end, null)
+			var name string
+			name, err = metadataText(raw, start, end, null)
+			c.SetName(name)
 		case f.is("namespace"):
-			c.namespace, err = metadataText(raw, start, end, null)
+			var ns string
+			ns, err = metadataText(raw, start, end, null)
+			c.SetNamespace(ns)
 		case f.is("uid"):
 			var uid string
 			uid, err = metadataText(raw, start, end, null)
-			c.uid = types.UID(uid)
+			c.SetUID(types.UID(uid))
 		case f.is("resourceVersion"):
-			c.resourceVersion, err = metadataText(raw, start, end, null)
+			var rv string
+			rv, err = metadataText(raw, start, end, null)
+			c.SetResourceVersion(rv)
 		case f.is("generation"):
 			c.generation = 0
 			if !null {

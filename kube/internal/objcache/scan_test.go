@@ -69,10 +69,10 @@ func requireScannedAsDecoded(t *testing.T, b []byte) {
 		return
 	}
 	got := s.obj
-	require.Equal(t, want.name, got.name)
-	require.Equal(t, want.namespace, got.namespace)
-	require.Equal(t, want.uid, got.uid)
-	require.Equal(t, want.resourceVersion, got.resourceVersion)
+	require.Equal(t, want.GetName(), got.GetName())
+	require.Equal(t, want.GetNamespace(), got.GetNamespace())
+	require.Equal(t, want.GetUID(), got.GetUID())
+	require.Equal(t, want.GetResourceVersion(), got.GetResourceVersion())
 	require.Equal(t, want.generation, got.generation)
 	require.Equal(t, want.GetFinalizers(), got.GetFinalizers())
 	require.Equal(t, want.GetDeletionTimestamp(), got.GetDeletionTimestamp())
@@ -152,7 +152,7 @@ func TestJSONTheScanDoesntReadIsDecodedAsTheDynamicClientDecodesIt(t *testing.T)
 	// unstructured object's GetGeneration reads it as 0, as before.
 	obj, err := ObjectFromJSON([]byte(`{"apiVersion":"test.example.com/v1","kind":"Widget","metadata":{"name":"w1","generation":"7"}}`))
 	require.NoError(t, err)
-	require.Equal(t, "w1", obj.(*Object).name)
+	require.Equal(t, "w1", obj.(*Object).GetName())
 	require.Zero(t, obj.(*Object).generation)
 }
 
@@ -162,8 +162,8 @@ func TestAListIsReadItemByItem(t *testing.T) {
 	require.Equal(t, "300", l.ResourceVersion)
 	require.Equal(t, "c", l.Continue)
 	require.Len(t, l.Items, 2)
-	require.Equal(t, "w1", l.Items[0].name)
-	require.Equal(t, "9", l.Items[1].resourceVersion)
+	require.Equal(t, "w1", l.Items[0].GetName())
+	require.Equal(t, "9", l.Items[1].GetResourceVersion())
 	l, err = listFromJSON([]byte(`{"items":null,"metadata":{"resourceVersion":"301"}}`))
 	require.NoError(t, err)
 	require.Empty(t, l.Items)

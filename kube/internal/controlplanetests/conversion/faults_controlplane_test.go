@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/log"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -131,6 +132,11 @@ func TestConversionWebhookFaults(t *testing.T) {
 	parent := t
 	createGizmos(t, dyn, ns, 4)
 	watching := startInformer(t, dyn, ns)
+	reconciling := startController(t, cluster, ns, "gizmo-controller")
+	controlplanetest.Eventually(t, 30*time.Second, "the kube Controller of v1 to sync and reconcile", func(ctx context.Context) (bool, error) {
+		_, ok := reconciling.size("gizmo-00001")
+		return reconciling.ctrl.Synced().Healthy(ctx) == nil && ok, nil
+	})
 	controlplanetest.Eventually(t, 30*time.Second, "the informer of v1 to sync", func(context.Context) (bool, error) {
 		return watching.inf.HasSynced(), nil
 	})
@@ -201,8 +207,22 @@ func TestConversionWebhookFaults(t *testing.T) {
 			require.Empty(t, o.GetLabels()["phase"], "the watch cache's list is stale")
 		}
 		fresh := startInformer(t, dyn, ns)
+		restarted := startController(t, cluster, ns, "gizmo-controller-restarted")
 		never(t, 10*time.Second, "the new informer to sync", fresh.inf.HasSynced)
 		require.Empty(t, fresh.errors())
+		// A kube Controller of v1 likewise: the one synced before stays
+		// Synced and doesn't see the change (a new spec.size, at v2); one
+		// started now doesn't sync, and logs no error.
+		_, err = gizmos(dyn, "v2", ns).Patch(ctx, "gizmo-00001", types.MergePatchType, []byte(`{"spec":{"replicas":41}}`), metav1.PatchOptions{})
+		require.NoError(t, err)
+		never(t, 5*time.Second, "the Controller synced before to see spec.size 41", func() bool {
+			size, _ := reconciling.size("gizmo-00001")
+			return size == 41 || reconciling.ctrl.Synced().Healthy(ctx) != nil
+		})
+		require.ErrorContains(t, restarted.ctrl.Synced().Healthy(ctx), "its caches have not synced")
+		for _, r := range restarted.tel.Records() {
+			require.Less(t, r.Severity(), log.SeverityWarn, "%s", r.Body().AsString())
+		}
 
 		// The garbage collector deletes the child of a Gizmo deleted (at
 		// v2): it watches Gizmos at their preferred version, v2, the
@@ -221,6 +241,13 @@ func TestConversionWebhookFaults(t *testing.T) {
 		controlplanetest.Eventually(t, 60*time.Second, "the new informer to sync", func(context.Context) (bool, error) {
 			return fresh.inf.HasSynced(), nil
 		})
+		controlplanetest.Eventually(t, 60*time.Second, "the Controller synced before to reconcile spec.size 41", func(ctx context.Context) (bool, error) {
+			size, _ := reconciling.size("gizmo-00001")
+			return size == 41, nil
+		})
+		// The Controller started during the fault is left: on kube-apiserver
+		// v1.37.2 it had not synced 90 s after the webhook was back
+		// (client-go's informer above had), which the docs report.
 	}))
 
 	require.True(t, t.Run("slower than the timeout", func(t *testing.T) {
@@ -231,7 +258,9 @@ func TestConversionWebhookFaults(t *testing.T) {
 		_, err := gizmos(dyn, "v1", ns).Patch(ctx, "gizmo-00002", types.MergePatchType, []byte(`{"spec":{"size":8}}`), metav1.PatchOptions{})
 		took := time.Since(start)
 		require.ErrorContains(t, err, "conversion webhook", "a write at v1")
-		require.ErrorContains(t, err, "deadline exceeded")
+		// The webhook client's 30 s bound, as the context's deadline or
+		// the http.Client's Timeout, whichever fires first.
+		require.True(t, strings.Contains(err.Error(), "context deadline exceeded") || strings.Contains(err.Error(), "Client.Timeout exceeded"), "%v", err)
 		require.GreaterOrEqual(t, took, 29*time.Second)
 		// A caller's own shorter timeout (kubectl's --request-timeout,
 		// sent as ?timeout=) bounds the webhook's call too.
