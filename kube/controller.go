@@ -104,6 +104,9 @@ type Controller struct {
 	// ownedCreations keeps the Reconciler's writes to owned resources from
 	// queueing their owners again (ownedcreations.go).
 	ownedCreations echoFilter
+	// applySet is what pruning keeps of the controller's ApplySets
+	// (prune.go).
+	applySet applySetState
 	// typed is the part of a reconcile that knows the object's Go type
 	// (reconcile.go).
 	typed typedReconciler
@@ -198,7 +201,7 @@ func newController[Spec, Status any](s *humus.Setup, cl clients, clErr error, se
 		errs = append(errs, errors.New("kube: the Reconciler is nil"))
 	}
 	p, err := collectParts[Object[Spec, Status]](parts)
-	errs = append(errs, err)
+	errs = append(errs, err, checkApplySetParent(r.Kind, r.Labels, p.owns))
 
 	// With StatusConventions, its error is CRD's, joined above.
 	conv, _ := newStatusConventions(r)

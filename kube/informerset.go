@@ -14,7 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/z5labs/humus/kube/internal/objcache"
 	"github.com/z5labs/humus/kube/internal/priorityqueue"
 	"github.com/z5labs/humus/kube/internal/watchhealth"
 )
@@ -71,7 +70,7 @@ func (c *Controller) startInformers(ctx context.Context, unserved chan<- error) 
 	errs := []error{add(cs.resource, err, rw, c.objectHandler(cs.queue))}
 	for _, o := range c.owns {
 		h := watchhealth.New(o.gvr.String(), c.settings.WatchTimeout, nil)
-		inf, err := newMetadataInformer(c.clients.metadata, h, o.gvr, ns, o.selector, objcache.CompactMetadata)
+		inf, err := c.ownsInformer(o, ns, h)
 		if err == nil {
 			c.publishInformer(o.gvr, inf)
 		}

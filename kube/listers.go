@@ -28,13 +28,15 @@ import (
 // and errors.
 //
 // What T may be is what the cache holds: for the Controller's own
-// resource, and a Watches given CacheObjects, any type the object's JSON
+// resource, and a Watches or an Owns given CacheObjects, any type the object's JSON
 // decodes into whose pointer is a metav1.Object, such as Object[Spec,
 // Status] or corev1.Secret; for a Watches without CacheObjects, whose
 // cache holds metadata, metav1.PartialObjectMetadata, all of it but its
-// managed fields; and for an Owns, metav1.PartialObjectMetadata holding
-// only what Owns keeps: name, namespace, uid, resourceVersion and owner
-// references (no labels, so a List of an Owns takes no selector).
+// managed fields; and for an Owns without CacheObjects,
+// metav1.PartialObjectMetadata holding only what Owns keeps: name,
+// namespace, uid, resourceVersion and owner references (no labels, so a
+// List of it takes no selector). An Owns' Lister also reads an owner's
+// children in one lookup (ControlledBy).
 type Lister[T any] struct {
 	c     *listerCache
 	gvr   schema.GroupVersionResource
@@ -208,7 +210,7 @@ func describeCached(item any) string {
 type cacheForm int
 
 const (
-	cacheObjects  cacheForm = iota // the Controller's own objects, and a Watches' with CacheObjects, as their JSON
+	cacheObjects  cacheForm = iota // the Controller's own objects, and a Watches' or an Owns' with CacheObjects, as their JSON
 	cacheMetadata                  // a Watches' metadata
 	cacheOwned                     // what Owns reads of an owned resource's metadata
 )
@@ -252,7 +254,11 @@ func newListerCaches(gvr schema.GroupVersionResource, owns []informerSpec, watch
 		caches[s.gvr] = &listerCache{form: form}
 	}
 	for _, o := range owns {
-		add("Owns("+o.gvr.String()+")", o, cacheOwned)
+		form := cacheOwned
+		if o.objects {
+			form = cacheObjects
+		}
+		add("Owns("+o.gvr.String()+")", o, form)
 	}
 	for _, w := range watches {
 		form := cacheMetadata

@@ -1,8 +1,6 @@
 package kube
 
 import (
-	"errors"
-
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,9 +16,18 @@ import (
 // namespaced resource can name a cluster-scoped owner, such as its
 // Namespace. gvr needs a Version and a Resource; its Group is "" for the
 // core group. A Lister of metav1.PartialObjectMetadata reads the cached
-// metadata. NewController and NewKindController return an error naming an
-// Owns without a Version or a Resource, with a selector that doesn't parse,
-// or given CacheObjects, which only a Watches takes.
+// metadata.
+//
+// Given CacheObjects, the informer caches the whole objects instead, in
+// the compact cache a Watches given CacheObjects uses, with their owner
+// references: a Reconciler reads its children's status, such as a Job's
+// conditions, through a Lister of their Go type, such as batchv1.Job.
+// Either way the cache is indexed by controller owner, and
+// Lister.ControlledBy returns an owner's children in one lookup; and
+// either way a reconcile's own creation of a child doesn't come back as
+// work (ownedcreations.go). NewController and NewKindController return an
+// error naming an Owns without a Version or a Resource, or with a
+// selector that doesn't parse.
 func Owns(gvr schema.GroupVersionResource, opts ...WatchOption) Part {
 	return ownsPart{informerSpec: newInformerSpec(gvr, opts)}
 }
@@ -31,11 +38,7 @@ func (ownsPart) part() {}
 
 func (p ownsPart) check() error {
 	name := "Owns(" + p.gvr.String() + ")"
-	err := p.informerSpec.check(name)
-	if p.objects {
-		err = errors.Join(err, errors.New(name+" is given CacheObjects: an owned resource is cached as metadata, and only a Watches caches whole objects"))
-	}
-	return err
+	return p.informerSpec.check(name)
 }
 
 // ownerHandler queues the owner of every object of the owned resource gr

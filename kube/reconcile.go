@@ -123,7 +123,12 @@ func (c *Controller) reconcileKey(ctx context.Context, lister cache.Indexer, key
 	if !ok {
 		return 0, fmt.Errorf("kube: the cache holds a %T for %s %s", item, c.kind, key)
 	}
-	return c.typed.reconcileObject(ctx, u)
+	after, err = c.typed.reconcileObject(ctx, u)
+	if err == nil {
+		// Only a reconcile that succeeded prunes (prune.go).
+		err = c.pruneAfter(ctx, u)
+	}
+	return after, err
 }
 
 // panicError is a recovered panic and the stack it was raised on.

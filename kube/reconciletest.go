@@ -56,9 +56,10 @@ type ReconcileTest struct {
 // TestCache is one of a ReconcileTest's caches: TestObjects, TestMetadata
 // or TestOwned.
 type TestCache struct {
-	gvr  schema.GroupVersionResource
-	form cacheForm
-	objs []any
+	gvr   schema.GroupVersionResource
+	form  cacheForm
+	owned bool // an Owns' cache, indexed by controller owner
+	objs  []any
 }
 
 // TestObjects is a cache of gvr holding objs whole, as a Controller's
@@ -84,9 +85,18 @@ func TestMetadata(gvr schema.GroupVersionResource, objs ...any) TestCache {
 // TestOwned is a cache of gvr holding what an Owns keeps of objs: their
 // name, namespace, uid, resourceVersion and owner references. A Lister
 // reads it as metav1.PartialObjectMetadata, and a List of it takes no
-// selector. objs are as TestObjects'.
+// selector; its ControlledBy reads it by controller owner, as an Owns'
+// does. objs are as TestObjects'.
 func TestOwned(gvr schema.GroupVersionResource, objs ...any) TestCache {
-	return TestCache{gvr: gvr, form: cacheOwned, objs: objs}
+	return TestCache{gvr: gvr, form: cacheOwned, owned: true, objs: objs}
+}
+
+// TestOwnedObjects is a cache of gvr holding objs whole, as an Owns given
+// CacheObjects holds them: a Lister reads it as TestObjects' is read, and
+// its ControlledBy by controller owner, as an Owns' does. objs are as
+// TestObjects'.
+func TestOwnedObjects(gvr schema.GroupVersionResource, objs ...any) TestCache {
+	return TestCache{gvr: gvr, form: cacheObjects, owned: true, objs: objs}
 }
 
 // NewReconcileTest returns a ReconcileTest of the controller named name
@@ -107,9 +117,16 @@ func NewReconcileTest(name string, caches ...TestCache) (*ReconcileTest, error) 
 		if tc.gvr.Version == "" || tc.gvr.Resource == "" {
 			errs = append(errs, fmt.Errorf("kube: NewReconcileTest: a cache of %q: name its resource's version and plural resource, such as {Version: \"v1\", Resource: \"configmaps\"}", tc.gvr))
 		}
-		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+		indexers := cache.Indexers{}
+		if tc.owned {
+			indexers = ownsIndexers()
+		}
+		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, indexers)
 		for i, obj := range tc.objs {
 			item, err := tc.form.cached(obj)
+			if err == nil && tc.owned && tc.form == cacheObjects {
+				item, err = objcache.CompactOwned(item)
+			}
 			if err == nil {
 				err = idx.Add(item)
 			}

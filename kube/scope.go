@@ -22,6 +22,9 @@ type scope struct {
 	key string
 	// rec is RecorderFrom's Recorder; nil records nothing.
 	rec *Recorder
+	// applied are the children of pruned resources the reconcile wrote
+	// (prune.go).
+	applied appliedWrites
 }
 
 // scopeKey is the context key of a worker's or reconcile's scope.
@@ -63,5 +66,7 @@ func (s *scope) noteWrite(req *http.Request, next http.RoundTripper) (*http.Resp
 	if s.c == nil {
 		return next.RoundTrip(req)
 	}
-	return s.c.noteOwnedWrite(s.key, req, next)
+	resp, err := s.c.noteOwnedWrite(s.key, req, next)
+	s.noteApplied(req, resp, err)
+	return resp, err
 }

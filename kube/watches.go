@@ -104,12 +104,12 @@ func LabelSelector(selector string) WatchOption {
 	return func(s *informerSpec) { s.selector = selector }
 }
 
-// CacheObjects makes a Watches cache the watched objects whole, through the
-// dynamic client, so that a Reconciler reads them, such as a Secret's data,
-// from the cache with a Lister of their Go type, and never from the API
-// server. The cache then weighs what the objects weigh (less their managed
-// fields), where the default, metadata only, weighs about 1 KB an object.
-// An Owns can't take it.
+// CacheObjects makes a Watches or an Owns cache the watched objects whole,
+// through the dynamic client, so that a Reconciler reads them, such as a
+// Secret's data or a Job's status, from the cache with a Lister of their
+// Go type, and never from the API server. The cache then weighs what the
+// objects weigh (less their managed fields), where the default, metadata
+// only, weighs about 1 KB an object.
 func CacheObjects() WatchOption {
 	return func(s *informerSpec) { s.objects = true }
 }
@@ -117,8 +117,9 @@ func CacheObjects() WatchOption {
 // informerSpec is the informer an Owns or a Watches asks for.
 type informerSpec struct {
 	gvr      schema.GroupVersionResource
-	selector string // "" selects every object
-	objects  bool   // whole objects, through the dynamic client; else metadata
+	selector string    // "" selects every object
+	objects  bool      // whole objects, through the dynamic client; else metadata
+	prune    pruneMode // an Owns' pruning (prune.go)
 }
 
 func newInformerSpec(gvr schema.GroupVersionResource, opts []WatchOption) informerSpec {
@@ -171,6 +172,9 @@ func mappedResourceOf[T any](p watchesPart, index string) (mappedResource, error
 	name := "Watches(" + p.gvr.String() + ")"
 	errs := []error{p.check(name)}
 	w := mappedResource{informerSpec: p.informerSpec}
+	if p.prune != pruneOff {
+		errs = append(errs, errors.New(name+" is given Prune: only an Owns prunes the children it controls"))
+	}
 	switch m := p.m.(type) {
 	case MapFunc:
 		if m == nil {
