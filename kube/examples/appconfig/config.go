@@ -62,8 +62,9 @@ const DefaultProbesAddr = ":8081"
 // variables above. The Connection comes from the kubeconfig KUBECONFIG
 // names (see FromKubeconfig), or, when KUBECONFIG is unset, from the pod
 // (see InPod). The Metrics are METRICS_ADDR, METRICS_SECURE and
-// METRICS_CERT_DIR's (see MetricsConfig), the Webhooks WEBHOOK_ADDR and
-// WEBHOOK_CERT_DIR's (see WebhookConfig). It returns one error naming every
+// METRICS_CERT_DIR's (see MetricsConfig), the Webhooks WEBHOOK_ADDR's, and
+// WEBHOOK_CERT_DIR's or WEBHOOK_CERT_SECRET's with POD_NAMESPACE (see
+// WebhookConfig). It returns one error naming every
 // variable that is missing or malformed, PROBES_ADDR and METRICS_ADDR among
 // them when either isn't host:port with a port number, and every mistake in
 // the metrics' variables; or the error of reading the Connection.
@@ -75,6 +76,7 @@ func Read(ctx context.Context, s *humus.Setup, name string) (Config, error) {
 		metricsAddr, metricsCertDir         string
 		metricsSecure                       bool
 		webhookAddr, webhookCertDir         string
+		webhookCertSecret                   string
 	}
 	var probesErr, metricsErr, webhookErr error
 	v, err := config.Struct(func(r *config.Resolver) values {
@@ -106,7 +108,8 @@ func Read(ctx context.Context, s *humus.Setup, name string) (Config, error) {
 		v.cfg.Metrics, metricsErr = readMetrics(v.metricsAddr, v.metricsCertDir, v.metricsSecure)
 		v.webhookAddr = r.GetOr(env(EnvWebhookAddr), "")
 		v.webhookCertDir = r.GetOr(env(EnvWebhookCertDir), "")
-		v.cfg.Webhooks, webhookErr = readWebhooks(v.webhookAddr, v.webhookCertDir)
+		v.webhookCertSecret = r.GetOr(env(EnvWebhookCertSecret), "")
+		v.cfg.Webhooks, webhookErr = readWebhooks(v.webhookAddr, v.webhookCertDir, v.webhookCertSecret, st.LeaderElection.Namespace)
 		return v
 	}).Read(ctx)
 	if err := errors.Join(err, probesErr, metricsErr, webhookErr); err != nil {

@@ -49,9 +49,21 @@ func TestReadWebhooks(t *testing.T) {
 		`WEBHOOK_ADDR is "9443": it is host:port, such as :9443`)
 
 	_, err = readWebhooks(t, map[string]string{"WEBHOOK_ADDR": ":9443"})
-	require.EqualError(t, err, "WEBHOOK_ADDR is set but WEBHOOK_CERT_DIR isn't: the API server calls a webhook over TLS, so mount its serving certificate (a kubernetes.io/tls Secret) and name the directory, such as /tmp/k8s-webhook-server/serving-certs")
+	require.EqualError(t, err, "WEBHOOK_ADDR is set but neither WEBHOOK_CERT_DIR nor WEBHOOK_CERT_SECRET is: the API server calls a webhook over TLS, so mount its serving certificate (a kubernetes.io/tls Secret) and name the directory, such as /tmp/k8s-webhook-server/serving-certs, or name the Secret the App keeps one in")
 	_, err = readWebhooks(t, map[string]string{"WEBHOOK_CERT_DIR": "/certs"})
 	require.EqualError(t, err, "WEBHOOK_CERT_DIR is set but WEBHOOK_ADDR isn't: set both to serve the webhooks, or neither")
+}
+
+func TestReadWebhooksWithACertificateSecret(t *testing.T) {
+	// The deploy files' app-managed way: the Secret in the pod's namespace.
+	w, err := readWebhooks(t, map[string]string{"WEBHOOK_ADDR": ":9443", "WEBHOOK_CERT_SECRET": "memcached-webhook-cert"})
+	require.NoError(t, err)
+	require.Equal(t, appconfig.WebhookConfig{Addr: ":9443", CertSecret: "memcached-webhook-cert", Namespace: "memcached-system"}, w)
+
+	_, err = readWebhooks(t, map[string]string{"WEBHOOK_ADDR": ":9443", "WEBHOOK_CERT_SECRET": "memcached-webhook-cert", "WEBHOOK_CERT_DIR": "/certs"})
+	require.EqualError(t, err, "WEBHOOK_CERT_DIR and WEBHOOK_CERT_SECRET are both set: the certificate is either mounted (WEBHOOK_CERT_DIR) or made and kept by the App in a Secret (WEBHOOK_CERT_SECRET), so set one")
+	_, err = readWebhooks(t, map[string]string{"WEBHOOK_CERT_SECRET": "memcached-webhook-cert"})
+	require.EqualError(t, err, "WEBHOOK_CERT_SECRET is set but WEBHOOK_ADDR isn't: set both to serve the webhooks, or neither")
 }
 
 func TestServeWebhooksServesTheCertDirsCertificateOverHTTP2(t *testing.T) {
@@ -68,9 +80,10 @@ func TestServeWebhooksServesTheCertDirsCertificateOverHTTP2(t *testing.T) {
 		s := &humus.Setup{Host: h.Host}
 		mux := http.NewServeMux()
 		mux.HandleFunc("/convert", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "converted") })
-		svc, err := appconfig.ServeWebhooks(s, appconfig.WebhookConfig{Addr: ":9443", CertDir: "certs"}, mux)
+		svcs, err := appconfig.ServeWebhooks(s, nil, appconfig.WebhookConfig{Addr: ":9443", CertDir: "certs"}, mux)
 		require.NoError(t, err)
-		humustest.TestService(t, svc)
+		require.Len(t, svcs, 1)
+		humustest.TestService(t, svcs[0])
 		synctest.Wait()
 
 		tr := &http.Transport{
@@ -91,9 +104,18 @@ func TestServeWebhooksServesTheCertDirsCertificateOverHTTP2(t *testing.T) {
 
 func TestServeWebhooksMistakes(t *testing.T) {
 	s := &humus.Setup{Host: humustest.NewHost(t).Host}
-	svc, err := appconfig.ServeWebhooks(s, appconfig.WebhookConfig{}, http.NewServeMux())
+	svcs, err := appconfig.ServeWebhooks(s, nil, appconfig.WebhookConfig{}, http.NewServeMux())
 	require.NoError(t, err)
-	require.Nil(t, svc, "no address, no webhooks")
-	_, err = appconfig.ServeWebhooks(s, appconfig.WebhookConfig{Addr: ":9443", CertDir: "missing"}, http.NewServeMux())
+	require.Nil(t, svcs, "no address, no webhooks")
+	_, err = appconfig.ServeWebhooks(s, nil, appconfig.WebhookConfig{Addr: ":9443", CertDir: "missing"}, http.NewServeMux())
 	require.ErrorContains(t, err, "the webhooks' certificate, from WEBHOOK_CERT_DIR /missing")
+
+	// A Secret kept by the App needs the Service and the CRDs the App
+	// names, and a Client.
+	_, err = appconfig.ServeWebhooks(s, nil, appconfig.WebhookConfig{Addr: ":9443", CertSecret: "memcached-webhook-cert", Namespace: "memcached-system"}, http.NewServeMux())
+	require.EqualError(t, err, "WEBHOOK_CERT_SECRET is set but WebhookConfig.Service, the webhooks' Service name, is empty\n"+
+		"WEBHOOK_CERT_SECRET is set but WebhookConfig.CRDs, whose caBundle the App sets, is empty")
+	_, err = appconfig.ServeWebhooks(s, nil, appconfig.WebhookConfig{Addr: ":9443", CertSecret: "memcached-webhook-cert", Namespace: "memcached-system",
+		Service: "memcached-webhooks", CRDs: []string{"memcacheds.cache.example.com"}}, http.NewServeMux())
+	require.ErrorContains(t, err, "the webhooks' certificate, kept in the Secret memcached-system/memcached-webhook-cert (WEBHOOK_CERT_SECRET): webhookcert: New was given a nil Client")
 }

@@ -86,27 +86,28 @@ func New(cfg Config) humus.Init {
 		if err != nil {
 			return nil, err
 		}
-		webhooks, err := serveWebhooks(s, cfg.Webhooks)
+		webhooks, err := serveWebhooks(s, client, cfg.Webhooks)
 		if err != nil {
 			return nil, err
 		}
 		services := []humus.Service{ctrl, probes}
-		for _, svc := range []humus.Service{metrics, webhooks} {
-			if svc != nil {
-				services = append(services, svc)
-			}
+		if metrics != nil {
+			services = append(services, metrics)
 		}
-		return services, nil
+		return append(services, webhooks...), nil
 	}
 }
 
-// serveWebhooks returns the Service of Memcached's conversion webhook,
+// serveWebhooks returns the Services of Memcached's conversion webhook,
 // conversion.Handler of Memcached.Conversion() at conversion.Path, served
-// by appconfig.ServeWebhooks on w, or nil when w.Addr is "". It is one of
-// the App's Services, so every replica serves it, leader or not, from the
+// by appconfig.ServeWebhooks on w, or nil when w.Addr is "": with
+// WEBHOOK_CERT_SECRET, a certificate kept through client in that Secret
+// for the Service Memcached.ConversionWebhook names, its CA injected into
+// Memcached's CRD.
+// They are among the App's Services, so every replica serves it, leader or not, from the
 // App's start, as the API server and the controller's own informers
 // need.
-func serveWebhooks(s *humus.Setup, w appconfig.WebhookConfig) (humus.Service, error) {
+func serveWebhooks(s *humus.Setup, client *kube.Client, w appconfig.WebhookConfig) ([]humus.Service, error) {
 	if w.Addr == "" {
 		return nil, nil
 	}
@@ -116,7 +117,9 @@ func serveWebhooks(s *humus.Setup, w appconfig.WebhookConfig) (humus.Service, er
 	}
 	mux := http.NewServeMux()
 	mux.Handle(conversion.Path, h)
-	return appconfig.ServeWebhooks(s, w, mux)
+	w.Service = Memcached.ConversionWebhook.Name
+	w.CRDs = []string{Memcached.GVR().GroupResource().String()}
+	return appconfig.ServeWebhooks(s, client, w, mux)
 }
 
 // BuildTelemetry is the App's telemetry, for humus.WithTelemetry, as
