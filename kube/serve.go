@@ -2,12 +2,15 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"net/http"
 	"strings"
 	"sync"
 	"time"
 
 	"golang.org/x/time/rate"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -20,8 +23,12 @@ import (
 // Serve runs the controller until ctx is done:
 //
 //  1. It lists the resource once, with a limit of 1. An error, such as a
-//     CRD that isn't installed, ends Serve with an error naming the
-//     resource.
+//     CRD that isn't installed (404) or a selector refused (400), ends
+//     Serve with an error naming the resource; but one a later request
+//     may not get (500, such as a conversion webhook down when the
+//     resource is read at a version it doesn't store, 429, 503 or a
+//     timeout) is logged as a warning, and Serve goes on: its informers
+//     retry until they sync.
 //  2. It starts an informer on the resource, through the dynamic client,
 //     and one on each owned resource, through the metadata client, all
 //     limited to Settings.Namespace, with client-go's logger in their
@@ -66,7 +73,15 @@ func (c *Controller) Serve(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		return err
+		if !transient(err) {
+			return err
+		}
+		// The informers retry, and sync once the API server answers: a
+		// conversion webhook down (500) when the resource is read at a
+		// version it doesn't store, or the API server busy, mustn't end
+		// a Controller that would sync once it is back.
+		c.tel.log.WarnContext(ctx, "the first list failed; the caches sync once it succeeds",
+			"controller", c.settings.Name, "error", err.Error())
 	}
 	unserved := make(chan error, 1)
 	informers, err := c.startInformers(keep, unserved)
@@ -84,6 +99,20 @@ func (c *Controller) Serve(ctx context.Context) error {
 	c.synced.Store(true)
 	c.current.Store(informers)
 	return c.lead(ctx, workCtx, informers, td, unserved)
+}
+
+// transient reports whether err is the API server's answer of a kind a
+// later request may not get: 429 Too Many Requests, or a 5xx, among them
+// 500 StorageReadError for an object a conversion webhook failed or
+// couldn't be reached to convert, 503 Service Unavailable and 504.
+// client-go's reflector retries these, as every error.
+func transient(err error) bool {
+	var s apierrors.APIStatus
+	if !errors.As(err, &s) {
+		return false
+	}
+	code := s.Status().Code
+	return code == http.StatusTooManyRequests || code >= http.StatusInternalServerError
 }
 
 // checkServed lists the resource with a limit of 1 and the settings'

@@ -2,6 +2,8 @@ package kube
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -273,4 +275,36 @@ func TestASlowStopIsLoggedWithAndWithoutSharding(t *testing.T) {
 			})
 		})
 	}
+}
+
+func TestServeGoesOnAfterAFirstListThatFailsForAWhile(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		// A 500, as the API server answers a list at a version it doesn't
+		// store while the conversion webhook is down: Serve ended with it
+		// at once, and its Controller never synced once the webhook was
+		// back (TestAControllerStartedWhileTheWebhookIsDownSyncsOnceItIsBack).
+		f := newFakeCluster(t, newWidget("w1", 1))
+		var failed atomic.Bool
+		f.dynamic.PrependReactor("list", "widgets", func(clienttesting.Action) (bool, runtime.Object, error) {
+			if failed.CompareAndSwap(false, true) {
+				return true, nil, apierrors.NewInternalError(errors.New("conversion webhook for test.example.com/v2, Kind=Widget failed: connection refused"))
+			}
+			return false, nil, nil
+		})
+		tel := humustest.NewTelemetry(t)
+		c := newWidgetController(t, f, tel.Telemetry, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				return Result[widgetStatus]{}, nil
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+		require.True(t, failed.Load(), "the first list failed")
+		require.NoError(t, c.Synced().Healthy(context.Background()), "the caches synced once a list succeeded")
+		var warned bool
+		for _, r := range tel.Records() {
+			warned = warned || strings.Contains(r.Body().AsString(), "the first list failed")
+		}
+		require.True(t, warned, "the failed list is logged")
+		require.NoError(t, s.stop(t))
+	})
 }

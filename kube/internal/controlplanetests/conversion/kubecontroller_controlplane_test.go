@@ -34,6 +34,8 @@ type controller struct {
 	tel  *humustest.Telemetry
 	mu   sync.Mutex
 	seen map[string]int64
+	// served is Serve's error, once it has returned.
+	served chan error
 }
 
 func (c *controller) size(name string) (int64, bool) {
@@ -66,12 +68,12 @@ func startController(t *testing.T, cluster *controlplane.Cluster, ns, name strin
 		}))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
-	served := make(chan error, 1)
-	go func() { served <- c.ctrl.Serve(ctx) }()
+	c.served = make(chan error, 1)
+	go func() { c.served <- c.ctrl.Serve(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		require.NoError(t, c.ctrl.Shutdown(context.Background()))
-		<-served
+		<-c.served
 	})
 	return c
 }
