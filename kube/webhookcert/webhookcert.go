@@ -63,6 +63,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -527,7 +528,7 @@ func (c *Certs) load(sec *corev1.Secret, certKey, keyKey string) (*tls.Certifica
 		return nil, fmt.Sprintf("its %s doesn't load: %v", certKey, err)
 	}
 	leaf := pair.Leaf
-	if have, want := hostsOf(leaf), slices.Compact(slices.Sorted(slices.Values(c.cfg.Hosts))); !slices.Equal(have, want) {
+	if have, want := hostsOf(leaf), canonicalHosts(c.cfg.Hosts); !slices.Equal(have, want) {
 		return nil, fmt.Sprintf("its %s is for %v, not %v", certKey, have, want)
 	}
 	if !c.now().Before(leaf.NotAfter) {
@@ -551,6 +552,21 @@ func hostsOf(leaf *x509.Certificate) []string {
 	}
 	slices.Sort(hosts)
 	return slices.Compact(hosts)
+}
+
+// canonicalHosts returns hosts as a certificate made for them names them,
+// sorted: each IP address as net.IP.String writes it (::1 for
+// 0:0:0:0:0:0:0:1, 127.0.0.1 for ::ffff:127.0.0.1), as hostsOf reads it.
+func canonicalHosts(hosts []string) []string {
+	out := make([]string, 0, len(hosts))
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			h = ip.String()
+		}
+		out = append(out, h)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
 // renew makes a new CA and serving certificate into sec's certKey and

@@ -301,3 +301,25 @@ func TestServeChecksUntilItsContextEnds(t *testing.T) {
 		require.NoError(t, <-served)
 	})
 }
+
+// An IP host written other than as net.IP.String writes it (such as
+// 0:0:0:0:0:0:0:1 for ::1, or an IPv4-mapped IPv6 address) is the
+// certificate's host all the same: a check that finds the certificate
+// right only reads, rather than replace it (and grow ca.crt) every check.
+func TestAnIPHostNotInCanonicalFormIsNotReplacedEveryCheck(t *testing.T) {
+	cfg := config()
+	cfg.Hosts = []string{"gizmo-webhooks.system.svc", "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1"}
+	c, kc, ext := fakes(t, cfg, crd())
+	ctx := context.Background()
+	_, err := c.Check(ctx)
+	require.NoError(t, err)
+	first := secret(t, kc).Data[corev1.TLSCertKey]
+	kc.ClearActions()
+	ext.ClearActions()
+	_, err = c.Check(ctx)
+	require.NoError(t, err)
+	for _, a := range append(kc.Actions(), ext.Actions()...) {
+		require.Equal(t, "get", a.GetVerb(), "a check that finds everything right only reads: %v", a)
+	}
+	require.Equal(t, first, secret(t, kc).Data[corev1.TLSCertKey])
+}
