@@ -420,7 +420,9 @@ func (c *Certs) Check(ctx context.Context) (time.Duration, error) {
 	}
 }
 
-func (c *Certs) check(ctx context.Context) (time.Duration, error) {
+// secret reads the Secret, or creates it with a new CA and certificate,
+// and checks its type.
+func (c *Certs) secret(ctx context.Context) (*corev1.Secret, error) {
 	secrets := c.kc.CoreV1().Secrets(c.cfg.Namespace)
 	sec, err := secrets.Get(ctx, c.cfg.Secret, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -430,18 +432,26 @@ func (c *Certs) check(ctx context.Context) (time.Duration, error) {
 			Type: corev1.SecretTypeTLS,
 		}
 		if err := c.renew(sec, corev1.TLSCertKey, corev1.TLSPrivateKeyKey); err != nil {
-			return 0, err
+			return nil, err
 		}
 		sec, err = secrets.Create(ctx, sec, metav1.CreateOptions{FieldManager: c.cfg.FieldManager})
 		if err != nil {
-			return 0, fmt.Errorf("webhookcert: creating the Secret %s/%s: %w", c.cfg.Namespace, c.cfg.Secret, err)
+			return nil, fmt.Errorf("webhookcert: creating the Secret %s/%s: %w", c.cfg.Namespace, c.cfg.Secret, err)
 		}
 		c.log.InfoContext(ctx, "created the Secret of the webhooks' certificate")
 	} else if err != nil {
-		return 0, fmt.Errorf("webhookcert: reading the Secret %s/%s: %w", c.cfg.Namespace, c.cfg.Secret, err)
+		return nil, fmt.Errorf("webhookcert: reading the Secret %s/%s: %w", c.cfg.Namespace, c.cfg.Secret, err)
 	}
 	if sec.Type != corev1.SecretTypeTLS {
-		return 0, fmt.Errorf("webhookcert: the Secret %s/%s is of type %s, not %s: delete it, or name another", c.cfg.Namespace, c.cfg.Secret, sec.Type, corev1.SecretTypeTLS)
+		return nil, fmt.Errorf("webhookcert: the Secret %s/%s is of type %s, not %s: delete it, or name another", c.cfg.Namespace, c.cfg.Secret, sec.Type, corev1.SecretTypeTLS)
+	}
+	return sec, nil
+}
+
+func (c *Certs) check(ctx context.Context) (time.Duration, error) {
+	sec, err := c.secret(ctx)
+	if err != nil {
+		return 0, err
 	}
 	pair, broken := c.load(sec, corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
 	_, nextBroken := c.load(sec, NextCertKey, NextKeyKey)
