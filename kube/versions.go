@@ -188,14 +188,17 @@ func (w WebhookClient) clientConfig() (*apiextensionsv1.WebhookClientConfig, []e
 		errs = append(errs, fmt.Errorf("%s has a URL and a Service (Namespace, Name, Port, Path): give one", f))
 	case w.URL != "":
 		u, err := url.Parse(w.URL)
-		switch {
-		case err != nil:
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s.URL %q: %w", f, w.URL, err))
-		case u.Scheme != "https":
+			break
+		}
+		if u.Scheme != "https" {
 			errs = append(errs, fmt.Errorf("%s.URL %q: the scheme must be https", f, w.URL))
-		case u.Host == "":
+		}
+		if u.Host == "" {
 			errs = append(errs, fmt.Errorf("%s.URL %q: it has no host", f, w.URL))
-		case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		}
+		if u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
 			errs = append(errs, fmt.Errorf("%s.URL %q: it may have no user, query or fragment", f, w.URL))
 		}
 		u2 := w.URL

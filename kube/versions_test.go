@@ -341,3 +341,16 @@ func convert(t *testing.T, h http.Handler, desired string, obj any) []byte {
 	require.Len(t, rev.Response.ConvertedObjects, 1)
 	return rev.Response.ConvertedObjects[0].Raw
 }
+
+// TestEveryMistakeInAWebhookURLIsNamed: a URL of the wrong scheme, with no
+// host and with a user, query and fragment has each named, not the first
+// alone.
+func TestEveryMistakeInAWebhookURLIsNamed(t *testing.T) {
+	r := widgets()
+	r.ConversionWebhook = kube.WebhookClient{URL: "http://user@/convert?a=b#f"}
+	_, err := r.CRD()
+	require.Error(t, err)
+	for _, want := range []string{"the scheme must be https", "it has no host", "it may have no user, query or fragment"} {
+		require.ErrorContains(t, err, want)
+	}
+}
