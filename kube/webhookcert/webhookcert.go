@@ -401,7 +401,8 @@ func (c *Certs) Shutdown(ctx context.Context) error {
 // NextKeyKey) beside the current, and adds the new CA to ca.crt, which is
 // given to the caBundles; a check at least Propagation after this replica
 // saw every caBundle hold that ca.crt makes the next certificate the
-// current one. The old CA stays in ca.crt until it expires, so a replica
+// current one. The old CA stays in ca.crt until it expires or two newer
+// CAs follow it (ca.crt holds at most three: see renew), so a replica
 // still serving the old certificate (until its next check) stays trusted.
 // A certificate that is broken (doesn't load, names other hosts, isn't
 // signed by a CA of ca.crt, or has expired) is replaced at once.
@@ -579,10 +580,29 @@ func canonicalHosts(hosts []string) []string {
 	return slices.Compact(out)
 }
 
+// maxCAs is how many CAs ca.crt holds at most: the newest, and the two
+// before it that haven't expired (see renew).
+const maxCAs = 3
+
 // renew makes a new CA and serving certificate into sec's certKey and
 // keyKey, and sets its ca.crt to the new CA followed by the CAs of the old
-// ca.crt that haven't expired: a replica still serving the old certificate
-// stays trusted until it reads the new one.
+// ca.crt that haven't expired, newest first, maxCAs in all: a replica
+// still serving the old certificate stays trusted until it reads the new
+// one.
+//
+// The rule, and why dropping the oldest is safe: each renew puts its CA
+// first, so ca.crt is newest first. On a renewal it holds the next CA, the
+// current one (served by every replica until the promotion, and by a
+// replica that hasn't checked since for up to CheckInterval after it) and
+// the one before (served until the last promotion, a whole renewal period
+// earlier, which every replica has long stopped serving). A CA falls out
+// only when two newer ones have been made after it, the older of which was
+// served past Propagation or replaced as broken: a replica serving a
+// certificate of the dropped CA would have had to miss two writes of the
+// Secret in a row. Without this bound, two replicas with different
+// Config.Hosts (a rolling update that changes them) would replace each
+// other's certificate every check, and ca.crt would grow by a CA each time
+// until the Secret's 1 MiB limit.
 func (c *Certs) renew(sec *corev1.Secret, certKey, keyKey string) error {
 	a, err := c.newCA(c.cfg.Validity, c.cfg.Hosts...)
 	if err != nil {
@@ -591,13 +611,14 @@ func (c *Certs) renew(sec *corev1.Secret, certKey, keyKey string) error {
 	certPEM, keyPEM := a.ServingPEM()
 	bundle := a.CABundle()
 	rest := sec.Data[CAKey]
-	for {
+	for kept := 1; kept < maxCAs; {
 		var b *pem.Block
 		if b, rest = pem.Decode(rest); b == nil {
 			break
 		}
 		if ca, err := x509.ParseCertificate(b.Bytes); err == nil && b.Type == "CERTIFICATE" && c.now().Before(ca.NotAfter) {
 			bundle = append(bundle, pem.EncodeToMemory(b)...)
+			kept++
 		}
 	}
 	if sec.Data == nil {

@@ -323,3 +323,39 @@ func TestAnIPHostNotInCanonicalFormIsNotReplacedEveryCheck(t *testing.T) {
 	}
 	require.Equal(t, first, secret(t, kc).Data[corev1.TLSCertKey])
 }
+
+// Two replicas with different Config.Hosts (a rolling update that changes
+// them, neither a superset of the other) replace each other's certificate
+// every check; ca.crt stays at most maxCAs certificates rather than grow by
+// a CA a replacement until the Secret's 1 MiB limit.
+func TestReplicasWithOtherHostsKeepCABundleBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, kc, ext := fakes(t, config(), crd())
+		cfg := config()
+		cfg.Hosts = []string{"gizmo-webhooks-v2.system.svc"}
+		cfg = cfg.withDefaults()
+		require.NoError(t, cfg.check())
+		b := newCerts(humus.Telemetry{}, kc, ext, cfg)
+		ctx := context.Background()
+		for i := range 8 {
+			c := a
+			if i%2 == 1 {
+				c = b
+			}
+			_, err := c.Check(ctx)
+			require.NoError(t, err)
+			n := len(certs(t, secret(t, kc).Data[CAKey]))
+			require.LessOrEqual(t, n, 3, "check %d: ca.crt holds %d CAs", i, n)
+			// The certificate each replica serves is trusted by the caBundle.
+			bundle := caBundle(t, ext)
+			for _, r := range []*Certs{a, b}[:min(i+1, 2)] {
+				roots := x509.NewCertPool()
+				require.True(t, roots.AppendCertsFromPEM(bundle))
+				leaf, err := x509.ParseCertificate(served(t, r))
+				require.NoError(t, err)
+				_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+				require.NoError(t, err, "check %d", i)
+			}
+		}
+	})
+}
