@@ -133,8 +133,10 @@ type Config struct {
 	// Hosts are the serving certificate's DNS names or IP addresses: the
 	// name the API server calls the webhooks' Service by,
 	// <service>.<namespace>.svc, or the URL's host of a clientConfig's
-	// url. At least one is required. A Secret whose certificate names
-	// other hosts is renewed.
+	// url. At least one is required. A Secret whose certificate lacks
+	// one of them is renewed; one whose certificate names them and more
+	// is kept (a rolling update that adds a host doesn't make the old
+	// and new replicas replace each other's certificate every check).
 	Hosts []string
 	// CRDs are the names of the CustomResourceDefinitions, such as
 	// memcacheds.cache.example.com, whose
@@ -404,8 +406,9 @@ func (c *Certs) Shutdown(ctx context.Context) error {
 // current one. The old CA stays in ca.crt until it expires or two newer
 // CAs follow it (ca.crt holds at most three: see renew), so a replica
 // still serving the old certificate (until its next check) stays trusted.
-// A certificate that is broken (doesn't load, names other hosts, isn't
-// signed by a CA of ca.crt, or has expired) is replaced at once.
+// A certificate that is broken (doesn't load, lacks one of Config.Hosts,
+// isn't signed by a CA of ca.crt, or has expired) is replaced at once; one
+// for more hosts than Config.Hosts is kept.
 func (c *Certs) Check(ctx context.Context) (time.Duration, error) {
 	c.checking.Lock()
 	defer c.checking.Unlock()
@@ -539,8 +542,11 @@ func (c *Certs) load(sec *corev1.Secret, certKey, keyKey string) (*tls.Certifica
 		return nil, fmt.Sprintf("its %s doesn't load: %v", certKey, err)
 	}
 	leaf := pair.Leaf
-	if have, want := hostsOf(leaf), canonicalHosts(c.cfg.Hosts); !slices.Equal(have, want) {
-		return nil, fmt.Sprintf("its %s is for %v, not %v", certKey, have, want)
+	// A certificate for more hosts than Config.Hosts is served as it is:
+	// in a rolling update that adds a host, the old replicas keep the new
+	// replicas' certificate rather than replace it every check.
+	if have, want := hostsOf(leaf), canonicalHosts(c.cfg.Hosts); slices.ContainsFunc(want, func(h string) bool { return !slices.Contains(have, h) }) {
+		return nil, fmt.Sprintf("its %s is for %v, not every one of %v", certKey, have, want)
 	}
 	if !c.now().Before(leaf.NotAfter) {
 		return nil, fmt.Sprintf("its %s expired at %s", certKey, leaf.NotAfter.UTC().Format(time.RFC3339))

@@ -359,3 +359,25 @@ func TestReplicasWithOtherHostsKeepCABundleBounded(t *testing.T) {
 		}
 	})
 }
+
+// A replica whose Config.Hosts are a subset of the certificate's (an old
+// replica, in a rolling update that adds a host) keeps that certificate:
+// its check only reads.
+func TestACertificateForMoreHostsIsKept(t *testing.T) {
+	cfg := config()
+	cfg.Hosts = append(cfg.Hosts, "gizmo-webhooks-v2.system.svc")
+	wide, kc, ext := fakes(t, cfg, crd())
+	ctx := context.Background()
+	_, err := wide.Check(ctx)
+	require.NoError(t, err)
+	first := secret(t, kc).Data[corev1.TLSCertKey]
+	narrow := newCerts(humus.Telemetry{}, kc, ext, config().withDefaults())
+	kc.ClearActions()
+	ext.ClearActions()
+	_, err = narrow.Check(ctx)
+	require.NoError(t, err)
+	for _, a := range append(kc.Actions(), ext.Actions()...) {
+		require.Equal(t, "get", a.GetVerb(), "a check that finds a certificate for more hosts only reads: %v", a)
+	}
+	require.Equal(t, first, secret(t, kc).Data[corev1.TLSCertKey])
+}
