@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -315,6 +316,20 @@ func TestConversionOfAResourceWithAMissingDirectionFailsInHandler(t *testing.T) 
 	r.Versions[0] = kube.NewVersion("v1", widgetV1ToV2, nil, kube.VersionOptions{})
 	_, err := conversion.Handler(&humus.Setup{}, r.Conversion())
 	require.ErrorContains(t, err, "has no conversion from the hub v2")
+}
+
+// TestConversionOfAZeroVersionIsNamedAsCRDNamesIt: a zero Version in
+// Resource.Versions is named by its place there and kube.NewVersion, not
+// as a zero conversion.Spoke.
+func TestConversionOfAZeroVersionIsNamedAsCRDNamesIt(t *testing.T) {
+	r := widgets()
+	r.Versions = append(r.Versions, kube.Version[WidgetSpec, WidgetStatus]{})
+	at := len(r.Versions) - 1
+	want := fmt.Sprintf("kube: Resource.Versions[%d] is a zero Version: make it with kube.NewVersion", at)
+	_, err := conversion.Handler(&humus.Setup{}, r.Conversion())
+	require.ErrorContains(t, err, want)
+	require.NotContains(t, err.Error(), "Spoke")
+	require.ErrorContains(t, conversion.RoundTrip(r.Conversion(), conversion.RoundTripOptions{}), want)
 }
 
 // convert posts a ConversionReview of obj to h and returns its one
