@@ -38,7 +38,8 @@ import (
 // object's uid; the reconcile didn't write it (a PATCH, PUT or POST through
 // a client built on Client.Config, with the reconcile's context); a fresh
 // GET finds it still controlled by that uid and labelled part of the
-// object's ApplySet; and the DELETE carries a precondition on its uid. A
+// object's ApplySet; and the DELETE carries a precondition on its uid and
+// the resourceVersion that GET read. A
 // reconcile that returns an error, panics or is cancelled prunes nothing,
 // nor does the reconcile of an object being deleted (the garbage collector
 // deletes its children). Every deletion is preceded by one INFO record,
@@ -71,12 +72,12 @@ const (
 // each object of the resource that the reconciled object controls, that
 // is labelled part of its ApplySet (ApplySetLabels), and that the
 // reconcile didn't write, is deleted, in the background, with a
-// precondition on its uid. So a Reconciler of a pruned resource writes
-// every child it keeps on every reconcile, as a server-side apply does at
-// no cost when nothing changed, through a client built on Client.Config,
-// with the reconcile's context: a child it stops writing is deleted. The
-// controller also applies the ApplySet's label and annotations to the
-// reconciled object, once, under the field manager Settings.Name +
+// precondition on its uid and resourceVersion. So a Reconciler of a pruned
+// resource writes every child it keeps on every reconcile, as a
+// server-side apply does at no cost when nothing changed, through a
+// client built on Client.Config, with the reconcile's context: a child it
+// stops writing is deleted. The controller also applies the ApplySet's
+// label and annotations to the reconciled object, once, under the field manager Settings.Name +
 // "-applyset". The RBAC it needs beyond Owns' is get and delete on the
 // resource, and patch on the controller's own (which Finalize needs too).
 // A reconcile whose prune fails (a GET, the parent's apply or a DELETE)
@@ -236,10 +237,12 @@ func (c *Controller) pruneAfter(ctx context.Context, u *cachedObject) error {
 	return errors.Join(errs...)
 }
 
-// prunedChild is a child pruning may delete: its namespace, name and uid.
+// prunedChild is a child pruning may delete: its namespace, name and uid,
+// and the resourceVersion at which a fresh GET found it prunable.
 type prunedChild struct {
 	namespace, name string
 	uid             types.UID
+	resourceVersion string
 }
 
 func (ch prunedChild) key() string { return objectKey(ch.namespace, ch.name) }
@@ -267,6 +270,7 @@ func (c *Controller) pruneResource(ctx context.Context, s *scope, u *cachedObjec
 		case got.GetLabels()[ApplySetPartOfLabel] != id:
 			unlabelled = append(unlabelled, ch.key())
 		default:
+			ch.resourceVersion = got.GetResourceVersion()
 			doomed = append(doomed, ch)
 			names = append(names, ch.key())
 		}
@@ -311,15 +315,15 @@ func (c *Controller) unwrittenChildren(s *scope, u *cachedObject, o informerSpec
 		if !ok || s.applied.has(gr, objectKey(m.GetNamespace(), m.GetName())) {
 			continue
 		}
-		stale = append(stale, prunedChild{m.GetNamespace(), m.GetName(), m.GetUID()})
+		stale = append(stale, prunedChild{namespace: m.GetNamespace(), name: m.GetName(), uid: m.GetUID()})
 	}
 	return stale, nil
 }
 
 // deleteChildren deletes doomed, children of u of o's resource, in the
-// background, each with a precondition on its uid, unless the reconcile
-// is cancelled first. A child gone already, or replaced by another object
-// of its name, is no error.
+// background, each with a precondition on its uid and the resourceVersion
+// its check read, unless the reconcile is cancelled first. A child gone
+// already, or changed since that check, is no error.
 func (c *Controller) deleteChildren(ctx context.Context, u *cachedObject, o informerSpec, doomed []prunedChild) error {
 	ri := c.clients.dynamic.Resource(o.gvr)
 	background := metav1.DeletePropagationBackground
@@ -327,16 +331,21 @@ func (c *Controller) deleteChildren(ctx context.Context, u *cachedObject, o info
 		if err := errors.Join(ctx.Err(), mayWork(ctx)); err != nil {
 			return fmt.Errorf("kube: not pruning %s %s: the reconcile was cancelled: %w", o.gvr.Resource, ch.key(), err)
 		}
-		uid := ch.uid
+		// The resourceVersion too: a child given to another owner, or
+		// unlabelled, since the GET that found it prunable is left alone.
+		uid, rv := ch.uid, ch.resourceVersion
 		err := ri.Namespace(ch.namespace).Delete(ctx, ch.name, metav1.DeleteOptions{
-			Preconditions:     &metav1.Preconditions{UID: &uid},
+			Preconditions:     &metav1.Preconditions{UID: &uid, ResourceVersion: &rv},
 			PropagationPolicy: &background,
 		})
 		switch {
 		case err == nil:
 			LoggerFrom(ctx).InfoContext(ctx, "pruned", slog.String("resource", o.gvr.String()), slog.String("child", ch.key()))
 		case apierrors.IsNotFound(err), apierrors.IsConflict(err):
-			// Gone already, or another object of its name by now.
+			// Gone already, or changed since the GET (another object of
+			// its name, another owner's, or updated: a change to a child
+			// queues its owner again, which prunes it then if it still
+			// may).
 		default:
 			return fmt.Errorf("kube: pruning %s %s, a child of %s: %w", o.gvr.Resource, ch.key(), c.describe(u), err)
 		}

@@ -102,7 +102,8 @@ func TestOwnedObjects(gvr schema.GroupVersionResource, objs ...any) TestCache {
 // NewReconcileTest returns a ReconcileTest of the controller named name
 // (its Settings.Name, which errors name, and which reports the Events it
 // records) with caches, each of its own resource. It returns one error
-// naming every object that is nil, can't be encoded or has no name, every
+// naming every object that is nil, can't be encoded, has no name or has
+// the namespace and name of an earlier object of its cache, every
 // cache whose resource has no version or no plural resource, and every
 // resource that two caches name: a Controller has one cache of each
 // resource.
@@ -128,7 +129,16 @@ func NewReconcileTest(name string, caches ...TestCache) (*ReconcileTest, error) 
 				item, err = objcache.CompactOwned(item)
 			}
 			if err == nil {
-				err = idx.Add(item)
+				// A cache holds one object of a namespace/name: a second
+				// would replace the first unseen.
+				var key string
+				if key, err = cache.MetaNamespaceKeyFunc(item); err == nil {
+					if _, dup, _ := idx.GetByKey(key); dup {
+						err = fmt.Errorf("a second object %s: a cache holds one object of each namespace/name", key)
+					} else {
+						err = idx.Add(item)
+					}
+				}
 			}
 			if err != nil {
 				errs = append(errs, fmt.Errorf("kube: NewReconcileTest: object %d of %s: %w", i, tc.gvr, err))

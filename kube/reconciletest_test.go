@@ -134,6 +134,18 @@ func TestNewReconcileTestNamesEveryMistake(t *testing.T) {
 	require.ErrorContains(t, err, "two caches of /v1, Resource=configmaps")
 	require.ErrorContains(t, err, "object 0 of apps/v1, Resource=deployments: kube: a *string is not an object")
 
+	// Two objects of one namespace/name in a cache would replace each
+	// other unseen.
+	_, err = kube.NewReconcileTest("test-controller",
+		kube.TestObjects(testConfigMaps,
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "opts", Namespace: "ns"}},
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "opts", Namespace: "other"}},
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "opts", Namespace: "ns"}, Data: map[string]string{"threads": "4"}}),
+		kube.TestOwned(testDeployments, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d"}}, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "d"}}),
+	)
+	require.EqualError(t, err, "kube: NewReconcileTest: object 2 of /v1, Resource=configmaps: a second object ns/opts: a cache holds one object of each namespace/name\n"+
+		"kube: NewReconcileTest: object 1 of apps/v1, Resource=deployments: a second object d: a cache holds one object of each namespace/name")
+
 	_, err = kube.NewReconcileTest("test-controller",
 		kube.TestObjects(testConfigMaps, nil, (*corev1.ConfigMap)(nil)),
 		kube.TestMetadata(testSecrets.GroupVersion().WithResource("")),

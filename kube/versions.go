@@ -188,14 +188,17 @@ func (w WebhookClient) clientConfig() (*apiextensionsv1.WebhookClientConfig, []e
 		errs = append(errs, fmt.Errorf("%s has a URL and a Service (Namespace, Name, Port, Path): give one", f))
 	case w.URL != "":
 		u, err := url.Parse(w.URL)
-		switch {
-		case err != nil:
+		if err != nil {
 			errs = append(errs, fmt.Errorf("%s.URL %q: %w", f, w.URL, err))
-		case u.Scheme != "https":
+			break
+		}
+		if u.Scheme != "https" {
 			errs = append(errs, fmt.Errorf("%s.URL %q: the scheme must be https", f, w.URL))
-		case u.Host == "":
+		}
+		if u.Host == "" {
 			errs = append(errs, fmt.Errorf("%s.URL %q: it has no host", f, w.URL))
-		case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+		}
+		if u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
 			errs = append(errs, fmt.Errorf("%s.URL %q: it may have no user, query or fragment", f, w.URL))
 		}
 		u2 := w.URL
@@ -268,10 +271,20 @@ func (r Resource[Spec, Status]) StorageVersion() string {
 // Versions.
 func (r Resource[Spec, Status]) Conversion() conversion.Kind[Object[Spec, Status]] {
 	k := conversion.Kind[Object[Spec, Status]]{Group: r.Group, Kind: r.Kind, Hub: r.Version}
-	for _, v := range r.Versions {
+	for i, v := range r.Versions {
+		if !v.made {
+			// Named as CRD names it, not as a zero conversion.Spoke.
+			k.Spokes = append(k.Spokes, conversion.InvalidSpoke[Object[Spec, Status]](zeroVersion(i)))
+			continue
+		}
 		k.Spokes = append(k.Spokes, v.spoke)
 	}
 	return k
+}
+
+// zeroVersion is the mistake of Resource.Versions[i], a zero Version.
+func zeroVersion(i int) error {
+	return fmt.Errorf("kube: Resource.Versions[%d] is a zero Version: make it with kube.NewVersion", i)
 }
 
 // versionedCRD is CRD for a resource with Versions: its own version's,
@@ -294,7 +307,7 @@ func (r Resource[Spec, Status]) versionedCRD() (*apiextensionsv1.CustomResourceD
 	for i, v := range r.Versions {
 		at := fmt.Sprintf("kube: Resource.Versions[%d]", i)
 		if !v.made {
-			errs = append(errs, fmt.Errorf("%s is a zero Version: make it with kube.NewVersion", at))
+			errs = append(errs, zeroVersion(i))
 			continue
 		}
 		at = fmt.Sprintf("%s (%s, %s)", at, v.name, v.goType)

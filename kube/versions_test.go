@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -317,6 +318,20 @@ func TestConversionOfAResourceWithAMissingDirectionFailsInHandler(t *testing.T) 
 	require.ErrorContains(t, err, "has no conversion from the hub v2")
 }
 
+// TestConversionOfAZeroVersionIsNamedAsCRDNamesIt: a zero Version in
+// Resource.Versions is named by its place there and kube.NewVersion, not
+// as a zero conversion.Spoke.
+func TestConversionOfAZeroVersionIsNamedAsCRDNamesIt(t *testing.T) {
+	r := widgets()
+	r.Versions = append(r.Versions, kube.Version[WidgetSpec, WidgetStatus]{})
+	at := len(r.Versions) - 1
+	want := fmt.Sprintf("kube: Resource.Versions[%d] is a zero Version: make it with kube.NewVersion", at)
+	_, err := conversion.Handler(&humus.Setup{}, r.Conversion())
+	require.ErrorContains(t, err, want)
+	require.NotContains(t, err.Error(), "Spoke")
+	require.ErrorContains(t, conversion.RoundTrip(r.Conversion(), conversion.RoundTripOptions{}), want)
+}
+
 // convert posts a ConversionReview of obj to h and returns its one
 // converted object.
 func convert(t *testing.T, h http.Handler, desired string, obj any) []byte {
@@ -340,4 +355,17 @@ func convert(t *testing.T, h http.Handler, desired string, obj any) []byte {
 	}
 	require.Len(t, rev.Response.ConvertedObjects, 1)
 	return rev.Response.ConvertedObjects[0].Raw
+}
+
+// TestEveryMistakeInAWebhookURLIsNamed: a URL of the wrong scheme, with no
+// host and with a user, query and fragment has each named, not the first
+// alone.
+func TestEveryMistakeInAWebhookURLIsNamed(t *testing.T) {
+	r := widgets()
+	r.ConversionWebhook = kube.WebhookClient{URL: "http://user@/convert?a=b#f"}
+	_, err := r.CRD()
+	require.Error(t, err)
+	for _, want := range []string{"the scheme must be https", "it has no host", "it may have no user, query or fragment"} {
+		require.ErrorContains(t, err, want)
+	}
 }

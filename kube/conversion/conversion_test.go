@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -315,6 +316,7 @@ func TestHandlerNamesEveryMistakeInTheKinds(t *testing.T) {
 			conversion.NewSpoke("v1", v1ToV2, v2ToV1),
 			{},
 			conversion.NewSpoke("V4", v1ToV2, v2ToV1),
+			conversion.InvalidSpoke[WidgetV2](errors.New("Widgets.Versions[6] was not made")),
 		}},
 		conversion.Kind[WidgetV1]{Group: "example.com", Kind: "Widget", Hub: "v1",
 			Spokes: []conversion.Spoke[WidgetV1]{conversion.NewSpoke("v2", v2ToV1, v1ToV2)}},
@@ -327,6 +329,7 @@ func TestHandlerNamesEveryMistakeInTheKinds(t *testing.T) {
 		"conversion: Kind 0 (Widget.example.com): version v1 is spoke 3 (*conversion_test.WidgetV1) and an earlier spoke: each version is declared once\n"+
 		"conversion: Kind 0 (Widget.example.com): spoke 4 is a zero Spoke: make it with NewSpoke\n"+
 		"conversion: Kind 0 (Widget.example.com): spoke 5's version \"V4\" is not a version name, such as v1beta1: a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')\n"+
+		"conversion: Kind 0 (Widget.example.com): Widgets.Versions[6] was not made\n"+
 		"conversion: Kind 1 (Widget.example.com) is registered twice, with two hubs, v2 and v1: a kind has one hub, and is registered once\n"+
 		"conversion: Kind 2: Group is empty\n"+
 		"conversion: Kind 2: Kind is empty\n"+

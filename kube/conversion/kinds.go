@@ -16,6 +16,7 @@ type Spoke[H any] struct {
 	version        string
 	goType         string // the spoke's Go type, for messages
 	made           bool   // made by NewSpoke, not a zero Spoke
+	invalid        error  // made by InvalidSpoke: the mistake to name
 	toNil, fromNil bool
 	newObject      func() any
 	toHub          convertFunc
@@ -54,6 +55,15 @@ func NewSpoke[S, H any](version string, toHub func(src *S, dst *H) error, fromHu
 		sp.fromHub = func(src, dst any) error { return fromHub(src.(*H), dst.(*S)) }
 	}
 	return sp
+}
+
+// InvalidSpoke returns a Spoke that Handler and RoundTrip report as err,
+// and no more: for a package that builds a Kind from declarations of its
+// own, such as package kube's Resource.Versions, to name a mistake in
+// them in its own terms (the declaration's place, and how to make it)
+// rather than as a Spoke's. A nil err is reported as a zero Spoke.
+func InvalidSpoke[H any](err error) Spoke[H] {
+	return Spoke[H]{invalid: err}
 }
 
 // Kind declares the versions of one kind of a group, and how each
@@ -121,6 +131,10 @@ func (k Kind[H]) compile() (*kind, error) {
 		versions: []string{k.Hub},
 	}
 	for i, sp := range k.Spokes {
+		if sp.invalid != nil {
+			errs = append(errs, sp.invalid)
+			continue
+		}
 		if !sp.made {
 			errs = append(errs, fmt.Errorf("spoke %d is a zero Spoke: make it with NewSpoke", i))
 			continue

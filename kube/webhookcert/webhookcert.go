@@ -63,6 +63,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -132,8 +133,10 @@ type Config struct {
 	// Hosts are the serving certificate's DNS names or IP addresses: the
 	// name the API server calls the webhooks' Service by,
 	// <service>.<namespace>.svc, or the URL's host of a clientConfig's
-	// url. At least one is required. A Secret whose certificate names
-	// other hosts is renewed.
+	// url. At least one is required. A Secret whose certificate lacks
+	// one of them is renewed; one whose certificate names them and more
+	// is kept (a rolling update that adds a host doesn't make the old
+	// and new replicas replace each other's certificate every check).
 	Hosts []string
 	// CRDs are the names of the CustomResourceDefinitions, such as
 	// memcacheds.cache.example.com, whose
@@ -400,10 +403,12 @@ func (c *Certs) Shutdown(ctx context.Context) error {
 // NextKeyKey) beside the current, and adds the new CA to ca.crt, which is
 // given to the caBundles; a check at least Propagation after this replica
 // saw every caBundle hold that ca.crt makes the next certificate the
-// current one. The old CA stays in ca.crt until it expires, so a replica
+// current one. The old CA stays in ca.crt until it expires or two newer
+// CAs follow it (ca.crt holds at most three: see renew), so a replica
 // still serving the old certificate (until its next check) stays trusted.
-// A certificate that is broken (doesn't load, names other hosts, isn't
-// signed by a CA of ca.crt, or has expired) is replaced at once.
+// A certificate that is broken (doesn't load, lacks one of Config.Hosts,
+// isn't signed by a CA of ca.crt, or has expired) is replaced at once; one
+// for more hosts than Config.Hosts is kept.
 func (c *Certs) Check(ctx context.Context) (time.Duration, error) {
 	c.checking.Lock()
 	defer c.checking.Unlock()
@@ -419,7 +424,9 @@ func (c *Certs) Check(ctx context.Context) (time.Duration, error) {
 	}
 }
 
-func (c *Certs) check(ctx context.Context) (time.Duration, error) {
+// secret reads the Secret, or creates it with a new CA and certificate,
+// and checks its type.
+func (c *Certs) secret(ctx context.Context) (*corev1.Secret, error) {
 	secrets := c.kc.CoreV1().Secrets(c.cfg.Namespace)
 	sec, err := secrets.Get(ctx, c.cfg.Secret, metav1.GetOptions{})
 	if apierrors.IsNotFound(err) {
@@ -429,18 +436,26 @@ func (c *Certs) check(ctx context.Context) (time.Duration, error) {
 			Type: corev1.SecretTypeTLS,
 		}
 		if err := c.renew(sec, corev1.TLSCertKey, corev1.TLSPrivateKeyKey); err != nil {
-			return 0, err
+			return nil, err
 		}
 		sec, err = secrets.Create(ctx, sec, metav1.CreateOptions{FieldManager: c.cfg.FieldManager})
 		if err != nil {
-			return 0, fmt.Errorf("webhookcert: creating the Secret %s/%s: %w", c.cfg.Namespace, c.cfg.Secret, err)
+			return nil, fmt.Errorf("webhookcert: creating the Secret %s/%s: %w", c.cfg.Namespace, c.cfg.Secret, err)
 		}
 		c.log.InfoContext(ctx, "created the Secret of the webhooks' certificate")
 	} else if err != nil {
-		return 0, fmt.Errorf("webhookcert: reading the Secret %s/%s: %w", c.cfg.Namespace, c.cfg.Secret, err)
+		return nil, fmt.Errorf("webhookcert: reading the Secret %s/%s: %w", c.cfg.Namespace, c.cfg.Secret, err)
 	}
 	if sec.Type != corev1.SecretTypeTLS {
-		return 0, fmt.Errorf("webhookcert: the Secret %s/%s is of type %s, not %s: delete it, or name another", c.cfg.Namespace, c.cfg.Secret, sec.Type, corev1.SecretTypeTLS)
+		return nil, fmt.Errorf("webhookcert: the Secret %s/%s is of type %s, not %s: delete it, or name another", c.cfg.Namespace, c.cfg.Secret, sec.Type, corev1.SecretTypeTLS)
+	}
+	return sec, nil
+}
+
+func (c *Certs) check(ctx context.Context) (time.Duration, error) {
+	sec, err := c.secret(ctx)
+	if err != nil {
+		return 0, err
 	}
 	pair, broken := c.load(sec, corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
 	_, nextBroken := c.load(sec, NextCertKey, NextKeyKey)
@@ -527,8 +542,11 @@ func (c *Certs) load(sec *corev1.Secret, certKey, keyKey string) (*tls.Certifica
 		return nil, fmt.Sprintf("its %s doesn't load: %v", certKey, err)
 	}
 	leaf := pair.Leaf
-	if have, want := hostsOf(leaf), slices.Compact(slices.Sorted(slices.Values(c.cfg.Hosts))); !slices.Equal(have, want) {
-		return nil, fmt.Sprintf("its %s is for %v, not %v", certKey, have, want)
+	// A certificate for more hosts than Config.Hosts is served as it is:
+	// in a rolling update that adds a host, the old replicas keep the new
+	// replicas' certificate rather than replace it every check.
+	if have, want := hostsOf(leaf), canonicalHosts(c.cfg.Hosts); slices.ContainsFunc(want, func(h string) bool { return !slices.Contains(have, h) }) {
+		return nil, fmt.Sprintf("its %s is for %v, not every one of %v", certKey, have, want)
 	}
 	if !c.now().Before(leaf.NotAfter) {
 		return nil, fmt.Sprintf("its %s expired at %s", certKey, leaf.NotAfter.UTC().Format(time.RFC3339))
@@ -553,10 +571,44 @@ func hostsOf(leaf *x509.Certificate) []string {
 	return slices.Compact(hosts)
 }
 
+// canonicalHosts returns hosts as a certificate made for them names them,
+// sorted: each IP address as net.IP.String writes it (::1 for
+// 0:0:0:0:0:0:0:1, 127.0.0.1 for ::ffff:127.0.0.1), as hostsOf reads it.
+func canonicalHosts(hosts []string) []string {
+	out := make([]string, 0, len(hosts))
+	for _, h := range hosts {
+		if ip := net.ParseIP(h); ip != nil {
+			h = ip.String()
+		}
+		out = append(out, h)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// maxCAs is how many CAs ca.crt holds at most: the newest, and the two
+// before it that haven't expired (see renew).
+const maxCAs = 3
+
 // renew makes a new CA and serving certificate into sec's certKey and
 // keyKey, and sets its ca.crt to the new CA followed by the CAs of the old
-// ca.crt that haven't expired: a replica still serving the old certificate
-// stays trusted until it reads the new one.
+// ca.crt that haven't expired, newest first, maxCAs in all: a replica
+// still serving the old certificate stays trusted until it reads the new
+// one.
+//
+// The rule, and why dropping the oldest is safe: each renew puts its CA
+// first, so ca.crt is newest first. On a renewal it holds the next CA, the
+// current one (served by every replica until the promotion, and by a
+// replica that hasn't checked since for up to CheckInterval after it) and
+// the one before (served until the last promotion, a whole renewal period
+// earlier, which every replica has long stopped serving). A CA falls out
+// only when two newer ones have been made after it, the older of which was
+// served past Propagation or replaced as broken: a replica serving a
+// certificate of the dropped CA would have had to miss two writes of the
+// Secret in a row. Without this bound, two replicas with different
+// Config.Hosts (a rolling update that changes them) would replace each
+// other's certificate every check, and ca.crt would grow by a CA each time
+// until the Secret's 1 MiB limit.
 func (c *Certs) renew(sec *corev1.Secret, certKey, keyKey string) error {
 	a, err := c.newCA(c.cfg.Validity, c.cfg.Hosts...)
 	if err != nil {
@@ -565,13 +617,14 @@ func (c *Certs) renew(sec *corev1.Secret, certKey, keyKey string) error {
 	certPEM, keyPEM := a.ServingPEM()
 	bundle := a.CABundle()
 	rest := sec.Data[CAKey]
-	for {
+	for kept := 1; kept < maxCAs; {
 		var b *pem.Block
 		if b, rest = pem.Decode(rest); b == nil {
 			break
 		}
 		if ca, err := x509.ParseCertificate(b.Bytes); err == nil && b.Type == "CERTIFICATE" && c.now().Before(ca.NotAfter) {
 			bundle = append(bundle, pem.EncodeToMemory(b)...)
+			kept++
 		}
 	}
 	if sec.Data == nil {

@@ -301,3 +301,83 @@ func TestServeChecksUntilItsContextEnds(t *testing.T) {
 		require.NoError(t, <-served)
 	})
 }
+
+// An IP host written other than as net.IP.String writes it (such as
+// 0:0:0:0:0:0:0:1 for ::1, or an IPv4-mapped IPv6 address) is the
+// certificate's host all the same: a check that finds the certificate
+// right only reads, rather than replace it (and grow ca.crt) every check.
+func TestAnIPHostNotInCanonicalFormIsNotReplacedEveryCheck(t *testing.T) {
+	cfg := config()
+	cfg.Hosts = []string{"gizmo-webhooks.system.svc", "0:0:0:0:0:0:0:1", "::ffff:127.0.0.1"}
+	c, kc, ext := fakes(t, cfg, crd())
+	ctx := context.Background()
+	_, err := c.Check(ctx)
+	require.NoError(t, err)
+	first := secret(t, kc).Data[corev1.TLSCertKey]
+	kc.ClearActions()
+	ext.ClearActions()
+	_, err = c.Check(ctx)
+	require.NoError(t, err)
+	for _, a := range append(kc.Actions(), ext.Actions()...) {
+		require.Equal(t, "get", a.GetVerb(), "a check that finds everything right only reads: %v", a)
+	}
+	require.Equal(t, first, secret(t, kc).Data[corev1.TLSCertKey])
+}
+
+// Two replicas with different Config.Hosts (a rolling update that changes
+// them, neither a superset of the other) replace each other's certificate
+// every check; ca.crt stays at most maxCAs certificates rather than grow by
+// a CA a replacement until the Secret's 1 MiB limit.
+func TestReplicasWithOtherHostsKeepCABundleBounded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a, kc, ext := fakes(t, config(), crd())
+		cfg := config()
+		cfg.Hosts = []string{"gizmo-webhooks-v2.system.svc"}
+		cfg = cfg.withDefaults()
+		require.NoError(t, cfg.check())
+		b := newCerts(humus.Telemetry{}, kc, ext, cfg)
+		ctx := context.Background()
+		for i := range 8 {
+			c := a
+			if i%2 == 1 {
+				c = b
+			}
+			_, err := c.Check(ctx)
+			require.NoError(t, err)
+			n := len(certs(t, secret(t, kc).Data[CAKey]))
+			require.LessOrEqual(t, n, 3, "check %d: ca.crt holds %d CAs", i, n)
+			// The certificate each replica serves is trusted by the caBundle.
+			bundle := caBundle(t, ext)
+			for _, r := range []*Certs{a, b}[:min(i+1, 2)] {
+				roots := x509.NewCertPool()
+				require.True(t, roots.AppendCertsFromPEM(bundle))
+				leaf, err := x509.ParseCertificate(served(t, r))
+				require.NoError(t, err)
+				_, err = leaf.Verify(x509.VerifyOptions{Roots: roots, KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}})
+				require.NoError(t, err, "check %d", i)
+			}
+		}
+	})
+}
+
+// A replica whose Config.Hosts are a subset of the certificate's (an old
+// replica, in a rolling update that adds a host) keeps that certificate:
+// its check only reads.
+func TestACertificateForMoreHostsIsKept(t *testing.T) {
+	cfg := config()
+	cfg.Hosts = append(cfg.Hosts, "gizmo-webhooks-v2.system.svc")
+	wide, kc, ext := fakes(t, cfg, crd())
+	ctx := context.Background()
+	_, err := wide.Check(ctx)
+	require.NoError(t, err)
+	first := secret(t, kc).Data[corev1.TLSCertKey]
+	narrow := newCerts(humus.Telemetry{}, kc, ext, config().withDefaults())
+	kc.ClearActions()
+	ext.ClearActions()
+	_, err = narrow.Check(ctx)
+	require.NoError(t, err)
+	for _, a := range append(kc.Actions(), ext.Actions()...) {
+		require.Equal(t, "get", a.GetVerb(), "a check that finds a certificate for more hosts only reads: %v", a)
+	}
+	require.Equal(t, first, secret(t, kc).Data[corev1.TLSCertKey])
+}
