@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
+	"github.com/z5labs/humus/kube/internal/echoes"
 	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
@@ -60,7 +61,7 @@ func (c *Controller) applyMetadata(ctx context.Context, u *cachedObject, md map[
 
 // sendApply applies applyJSON to u, or to its subresource ("" for none), by
 // server-side apply under the controller's field manager, forced, as the
-// controller's own write (echoes.go). It applies through the
+// controller's own write (internal/echoes). It applies through the
 // cache's client (objcache.Client), which reads only the version of the object the API server
 // returns, or the dynamic client when there is none (client-go's fakes).
 // It returns the API server's error as it is.
@@ -69,18 +70,18 @@ func (c *Controller) sendApply(ctx context.Context, u *cachedObject, subresource
 	// What the apply writes, which its event may change and still be its
 	// own (objcache.ChangedOnly): the controller's finalizer, for an apply of
 	// the metadata, or the status fields it names.
-	scope := writeScope{finalizer: c.finalizer}
+	scope := echoes.Scope{Finalizer: c.finalizer}
 	if subresource == "status" {
-		scope = writeScope{status: objcache.StatusFields(applyJSON)}
+		scope = echoes.Scope{Status: objcache.StatusFields(applyJSON)}
 	}
-	held := func(v objectVersion) bool { return c.holds(u.Key(), v.uid) }
-	return c.echoes.writeScoped(u.Key(), scope, held, func() (*objectVersion, error) {
+	held := func(v echoes.Version) bool { return c.holds(u.Key(), v.UID) }
+	return c.echoes.WriteScoped(u.Key(), scope, held, func() (*echoes.Version, error) {
 		if cc := c.clients.cached; cc != nil {
 			v, err := cc.Apply(ctx, c.gvr, u.GetNamespace(), u.GetName(), subresource, applyJSON, opts)
 			if err != nil {
 				return nil, err
 			}
-			return &objectVersion{uid: v.UID, resourceVersion: v.ResourceVersion}, nil
+			return &echoes.Version{UID: v.UID, ResourceVersion: v.ResourceVersion}, nil
 		}
 		apply := &unstructured.Unstructured{}
 		if err := apply.UnmarshalJSON(applyJSON); err != nil {
@@ -97,7 +98,7 @@ func (c *Controller) sendApply(ctx context.Context, u *cachedObject, subresource
 		if err != nil || res == nil {
 			return nil, err
 		}
-		return &objectVersion{uid: res.GetUID(), resourceVersion: res.GetResourceVersion()}, nil
+		return &echoes.Version{UID: res.GetUID(), ResourceVersion: res.GetResourceVersion()}, nil
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
+	"github.com/z5labs/humus/kube/internal/echoes"
 	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
@@ -99,11 +100,11 @@ type Controller struct {
 	blocked sync.Map // types.UID → string
 	// echoes keeps the events of the controller's own applies, the
 	// status's and the finalizer's, from queueing their objects again
-	// (echoes.go).
-	echoes echoFilter
+	// (internal/echoes).
+	echoes echoes.Filter
 	// ownedCreations keeps the Reconciler's writes to owned resources from
 	// queueing their owners again (ownedcreations.go).
-	ownedCreations echoFilter
+	ownedCreations echoes.Filter
 	// applySet is what pruning keeps of the controller's ApplySets
 	// (prune.go).
 	applySet applySetState

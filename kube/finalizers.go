@@ -170,7 +170,7 @@ func (c *Controller) holds(key string, uid types.UID) bool {
 	if inf == nil {
 		return true
 	}
-	return cachedVersion((*inf).GetIndexer(), key).uid == uid
+	return cachedVersion((*inf).GetIndexer(), key).UID == uid
 }
 
 // wasFinalized reports whether the controller has already removed its

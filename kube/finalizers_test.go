@@ -337,7 +337,7 @@ func TestAFinalizedObjectGoneBeforeItsRemovalsAnswerKeepsNothing(t *testing.T) {
 				var c *Controller
 				goneFromCache := func() {
 					for {
-						if cachedVersion((*c.listerCaches[widgetGVR].informer.Load()).GetIndexer(), testNamespace+"/w1").uid == "" {
+						if cachedVersion((*c.listerCaches[widgetGVR].informer.Load()).GetIndexer(), testNamespace+"/w1").UID == "" {
 							break
 						}
 						time.Sleep(time.Millisecond)
@@ -385,9 +385,7 @@ func TestAFinalizedObjectGoneBeforeItsRemovalsAnswerKeepsNothing(t *testing.T) {
 					return true
 				})
 				require.Empty(t, finalized, "the uid of an object gone isn't kept")
-				c.echoes.mu.Lock()
-				require.Empty(t, c.echoes.keys, "nor its own write")
-				c.echoes.mu.Unlock()
+				require.Zero(t, c.echoes.Keys(), "nor its own write")
 				require.NoError(t, s.stop(t))
 			})
 		})

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/z5labs/humus/kube/internal/echoes"
 	"github.com/z5labs/humus/kube/internal/priorityqueue"
 	"github.com/z5labs/humus/kube/internal/watchhealth"
 )
@@ -217,14 +218,14 @@ func (c *Controller) waitCurrent(ctx context.Context, indexer cache.Indexer, tim
 			return nil
 		}
 		for key, rv := range pending {
-			if newerOrSame(cachedVersion(indexer, key).resourceVersion, rv) {
+			if newerOrSame(cachedVersion(indexer, key).ResourceVersion, rv) {
 				delete(pending, key)
 			}
 		}
 		deleted := 0
 		if len(pending) == 0 {
 			for _, key := range indexer.ListKeys() {
-				if _, ok := listed[key]; !ok && olderThan(cachedVersion(indexer, key).resourceVersion, listRV) {
+				if _, ok := listed[key]; !ok && olderThan(cachedVersion(indexer, key).ResourceVersion, listRV) {
 					deleted++
 				}
 			}
@@ -258,7 +259,7 @@ func cachePassed(indexer cache.Indexer, listRV string, scan bool) bool {
 		return false
 	}
 	for _, key := range indexer.ListKeys() {
-		if a, b, ok := versions(cachedVersion(indexer, key).resourceVersion, listRV); ok && a > b {
+		if a, b, ok := versions(cachedVersion(indexer, key).ResourceVersion, listRV); ok && a > b {
 			return true
 		}
 	}
@@ -266,16 +267,16 @@ func cachePassed(indexer cache.Indexer, listRV string, scan bool) bool {
 }
 
 // cachedVersion is the uid and resourceVersion of the object indexer
-// holds at key, or the zero objectVersion if it holds none.
-func cachedVersion(indexer cache.Indexer, key string) objectVersion {
+// holds at key, or the zero echoes.Version if it holds none.
+func cachedVersion(indexer cache.Indexer, key string) echoes.Version {
 	item, ok, _ := indexer.GetByKey(key)
 	if !ok {
-		return objectVersion{}
+		return echoes.Version{}
 	}
 	if o, err := meta.Accessor(item); err == nil {
-		return objectVersion{uid: o.GetUID(), resourceVersion: o.GetResourceVersion()}
+		return echoes.Version{UID: o.GetUID(), ResourceVersion: o.GetResourceVersion()}
 	}
-	return objectVersion{}
+	return echoes.Version{}
 }
 
 // listVersions lists the resource's objects as its informer does, and

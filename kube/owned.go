@@ -6,6 +6,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/z5labs/humus/kube/internal/echoes"
 )
 
 // Owns reconciles an object again when a resource of gvr that it controls
@@ -62,8 +64,8 @@ func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr sch
 			add(owner)
 			return
 		}
-		c.ownedCreations.changed(ownedWriteKey(owner, gr, m.GetNamespace(), m.GetName()),
-			objectVersion{uid: m.GetUID(), resourceVersion: m.GetResourceVersion()},
+		c.ownedCreations.Changed(echoes.OwnedKey(owner, gr, m.GetNamespace(), m.GetName()),
+			echoes.Version{UID: m.GetUID(), ResourceVersion: m.GetResourceVersion()},
 			func(string) { add(owner) })
 	}
 	// lost is the old owner's loss of obj: another writer moved or
@@ -79,7 +81,7 @@ func (c *Controller) ownerHandler(queue workqueue.TypedInterface[string], gr sch
 			obj = tomb.Obj
 		}
 		if m, err := meta.Accessor(obj); err == nil {
-			c.ownedCreations.deleted(ownedWriteKey(owner, gr, m.GetNamespace(), m.GetName()))
+			c.ownedCreations.Deleted(echoes.OwnedKey(owner, gr, m.GetNamespace(), m.GetName()))
 		}
 		queue.Add(owner)
 	}

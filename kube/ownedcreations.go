@@ -2,12 +2,10 @@ package kube
 
 import (
 	"net/http"
-	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/z5labs/humus/kube/internal/echoes"
 	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
@@ -29,7 +27,7 @@ import (
 // that lands between the write and its event included, since it has a
 // resourceVersion of its own. The Reconciler's write made that version,
 // and the Reconciler saw what it returned, so it is no news to it.
-// echoFilter holds an owned object's events while a write to it is in
+// echoes.Filter holds an owned object's events while a write to it is in
 // flight, as it does the resource's, since an event can come before its
 // write's response does.
 //
@@ -59,14 +57,14 @@ func (c *Controller) noteOwnedWrite(key string, req *http.Request, next http.Rou
 	}
 	// A POST names its object in its body, not its path: its key is known
 	// only from the answer, so its events aren't held meanwhile.
-	if w.name != "" {
-		c.ownedCreations.writing(w.key(w.name))
+	if w.Name != "" {
+		c.ownedCreations.Writing(w.Key(w.Name))
 		// A panic below, which the reconcile recovers, still ends the
 		// write: left in flight, the object's events would be held for
 		// good.
 		defer func() {
 			if p := recover(); p != nil {
-				c.ownedCreations.wrote(w.key(w.name), nil)
+				c.ownedCreations.Wrote(w.Key(w.Name), nil)
 				panic(p)
 			}
 		}()
@@ -83,116 +81,37 @@ func (c *Controller) noteOwnedWrite(key string, req *http.Request, next http.Rou
 			got = nil
 		}
 	}
-	if got != nil && !w.selects(got.Labels) {
+	if got != nil && !w.Selects(got.Labels) {
 		// A label-selected Owns that doesn't see the object: no event
 		// would come to match a write kept for it.
 		got = nil
 	}
 	switch {
-	case w.name != "":
-		c.ownedCreations.wrote(w.key(w.name), writtenVersion(got, w.namespace, w.name))
-	case got != nil && got.Name != "" && got.Namespace == w.namespace:
+	case w.Name != "":
+		c.ownedCreations.Wrote(w.Key(w.Name), echoes.Written(got, w.Namespace, w.Name))
+	case got != nil && got.Name != "" && got.Namespace == w.Namespace:
 		// A POST's events weren't held: the creation's event may have
 		// come already, and then nothing is left to match it.
-		key := w.key(got.Name)
-		v := writtenVersion(got, w.namespace, got.Name)
-		c.ownedCreations.writing(key)
-		c.ownedCreations.wroteCached(key, v, c.ownedCached(w, got.Name, v))
+		key := w.Key(got.Name)
+		v := echoes.Written(got, w.Namespace, got.Name)
+		c.ownedCreations.Writing(key)
+		c.ownedCreations.WroteCached(key, v, c.ownedCached(w, got.Name, v))
 	}
 	return resp, err
 }
 
-// ownedWriteTarget is a write to an owned resource, as its request's path
-// names it, by the reconcile of owner.
-type ownedWriteTarget struct {
-	owner     string
-	gvr       schema.GroupVersionResource // the Owns' resource, whose cache holds the object
-	selectors []string                    // the label selectors of the Owns of its group and resource, "" for every object
-	namespace string
-	name      string // "" for a POST
-}
-
-// selects reports whether an Owns of w's group and resource, at any of
-// its versions, watches an object with labels: one without a label
-// selector watches every one. A selector that doesn't parse, which
-// NewController refuses, selects none.
-func (w ownedWriteTarget) selects(objLabels map[string]string) bool {
-	for _, s := range w.selectors {
-		if s == "" {
-			return true
-		}
-		if sel, err := labels.Parse(s); err == nil && sel.Matches(labels.Set(objLabels)) {
-			return true
-		}
-	}
-	return false
-}
-
-// key is the echoFilter key of the object name of w's resource and
-// namespace, written by w's owner's reconcile: Owns' handler builds the
-// same from an event's object and its controller owner reference.
-func (w ownedWriteTarget) key(name string) string {
-	return ownedWriteKey(w.owner, w.gvr.GroupResource(), w.namespace, name)
-}
-
-// ownedWriteKey is the echoFilter key of an owned object: its owner's key,
-// its resource, and its namespace and name. Versions of one resource name
-// one object, so the version is left out.
-func ownedWriteKey(owner string, gr schema.GroupResource, namespace, name string) string {
-	return owner + "\x00" + gr.String() + "\x00" + namespace + "/" + name
-}
-
 // ownedWrite reports whether req, made by the reconcile of owner, writes
-// an object of a resource the controller Owns, or its status, and which.
-// It reads the path as the API server's request info does:
-// /api/v1/[namespaces/NS/]RESOURCE[/NAME[/status]] for the core group,
-// /apis/GROUP/VERSION/... for the others, after any prefix of Host's.
-func (c *Controller) ownedWrite(owner string, req *http.Request) (ownedWriteTarget, bool) {
-	if req.URL == nil || len(c.owns) == 0 {
-		return ownedWriteTarget{}, false
+// an object of a resource the controller Owns, or its status, and which
+// (echoes.OwnedWriteOf).
+func (c *Controller) ownedWrite(owner string, req *http.Request) (echoes.OwnedWrite, bool) {
+	if len(c.owns) == 0 {
+		return echoes.OwnedWrite{}, false
 	}
-	p := req.URL.Path
-	var gv []string
-	var rest string
-	if i := strings.Index(p, "/api/"); i >= 0 && (strings.Index(p, "/apis/") < 0 || i < strings.Index(p, "/apis/")) {
-		parts := strings.SplitN(p[i+len("/api/"):], "/", 2)
-		if len(parts) < 2 {
-			return ownedWriteTarget{}, false
-		}
-		gv, rest = []string{"", parts[0]}, parts[1]
-	} else if i := strings.Index(p, "/apis/"); i >= 0 {
-		parts := strings.SplitN(p[i+len("/apis/"):], "/", 3)
-		if len(parts) < 3 {
-			return ownedWriteTarget{}, false
-		}
-		gv, rest = parts[:2], parts[2]
-	} else {
-		return ownedWriteTarget{}, false
+	owns := make([]echoes.Owned, len(c.owns))
+	for i, o := range c.owns {
+		owns[i] = echoes.Owned{GVR: o.gvr, Selector: o.selector}
 	}
-	segs := strings.Split(rest, "/")
-	w := ownedWriteTarget{owner: owner}
-	if len(segs) >= 3 && segs[0] == "namespaces" {
-		w.namespace, segs = segs[1], segs[2:]
-	}
-	switch {
-	case len(segs) == 1 && req.Method == http.MethodPost:
-	case len(segs) == 2 && req.Method != http.MethodPost, len(segs) == 3 && segs[2] == "status" && req.Method != http.MethodPost:
-		w.name = segs[1]
-	default:
-		return ownedWriteTarget{}, false
-	}
-	for _, o := range c.owns {
-		if o.gvr.Group == gv[0] && o.gvr.Resource == segs[0] {
-			if w.selectors == nil {
-				w.gvr = o.gvr
-			}
-			w.selectors = append(w.selectors, o.selector)
-		}
-	}
-	if w.selectors == nil {
-		return ownedWriteTarget{}, false
-	}
-	return w, w.name != "" || req.Method == http.MethodPost
+	return echoes.OwnedWriteOf(owner, req, owns)
 }
 
 // ownedCached reports whether the Owns cache of w's resource holds the
@@ -202,8 +121,8 @@ func (c *Controller) ownedWrite(owner string, req *http.Request) (ownedWriteTarg
 // writes a new Deployment's status at once), so has that change's. It
 // reports false for a nil v, for another object of the same name, or
 // before the cache is started.
-func (c *Controller) ownedCached(w ownedWriteTarget, name string, v *objectVersion) bool {
-	ch := c.listerCaches[w.gvr]
+func (c *Controller) ownedCached(w echoes.OwnedWrite, name string, v *echoes.Version) bool {
+	ch := c.listerCaches[w.GVR]
 	if v == nil || ch == nil {
 		return false
 	}
@@ -211,15 +130,6 @@ func (c *Controller) ownedCached(w ownedWriteTarget, name string, v *objectVersi
 	if inf == nil {
 		return false
 	}
-	cached := cachedVersion((*inf).GetIndexer(), objectKey(w.namespace, name))
-	return cached.uid == v.uid && newerOrSame(cached.resourceVersion, v.resourceVersion)
-}
-
-// writtenVersion is the object version m, a write's answer's metadata,
-// names, or nil if m is nil or names another object than namespace/name.
-func writtenVersion(m *metav1.ObjectMeta, namespace, name string) *objectVersion {
-	if m == nil || m.Name != name || m.Namespace != namespace || m.ResourceVersion == "" {
-		return nil
-	}
-	return &objectVersion{uid: m.UID, resourceVersion: m.ResourceVersion}
+	cached := cachedVersion((*inf).GetIndexer(), objectKey(w.Namespace, name))
+	return cached.UID == v.UID && newerOrSame(cached.ResourceVersion, v.ResourceVersion)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/url"
 	"strings"
 	"testing"
 
@@ -23,41 +22,6 @@ func ownsConfigMaps() *Controller {
 		{gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}},
 		{gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}},
 	}}
-}
-
-func TestOwnedWriteReadsTheAPIServersPaths(t *testing.T) {
-	c := ownsConfigMaps()
-	for _, tc := range []struct {
-		method, path string
-		want         string // the key, or "" for no owned write; "POST" for a POST to a namespace
-	}{
-		{http.MethodPatch, "/api/v1/namespaces/team-a/configmaps/w1", ownedWriteKey("team-a/w1", schema.GroupResource{Resource: "configmaps"}, "team-a", "w1")},
-		{http.MethodPut, "/api/v1/namespaces/team-a/configmaps/w1/status", ownedWriteKey("team-a/w1", schema.GroupResource{Resource: "configmaps"}, "team-a", "w1")},
-		{http.MethodPatch, "/apis/apps/v1/namespaces/team-a/deployments/w1", ownedWriteKey("team-a/w1", schema.GroupResource{Group: "apps", Resource: "deployments"}, "team-a", "w1")},
-		{http.MethodPatch, "/prefix/apis/apps/v2/namespaces/team-a/deployments/w1", ownedWriteKey("team-a/w1", schema.GroupResource{Group: "apps", Resource: "deployments"}, "team-a", "w1")},
-		{http.MethodPost, "/api/v1/namespaces/team-a/configmaps", "POST"},
-		{http.MethodPatch, "/apis/apps/v1/namespaces/team-a/deployments/w1/scale", ""},
-		{http.MethodPatch, "/api/v1/namespaces/team-a/secrets/w1", ""},
-		{http.MethodPatch, "/apis/extensions.example.com/v1/namespaces/team-a/deployments/w1", ""},
-		{http.MethodPatch, "/api/v1/namespaces/team-a/configmaps", ""},
-		{http.MethodPost, "/api/v1/namespaces/team-a/configmaps/w1", ""},
-		{http.MethodPatch, "/version", ""},
-	} {
-		t.Run(tc.method+" "+tc.path, func(t *testing.T) {
-			w, ok := c.ownedWrite("team-a/w1", &http.Request{Method: tc.method, URL: &url.URL{Path: tc.path}})
-			switch tc.want {
-			case "":
-				require.False(t, ok)
-			case "POST":
-				require.True(t, ok)
-				require.Empty(t, w.name)
-				require.Equal(t, "team-a", w.namespace)
-			default:
-				require.True(t, ok)
-				require.Equal(t, tc.want, w.key(w.name))
-			}
-		})
-	}
 }
 
 // answering is a RoundTripper that answers each request with status and body as JSON,
@@ -144,7 +108,7 @@ func TestAnOwnedObjectsEventIsQueuedUnlessItIsWhatItsOwnersReconcileCreated(t *t
 	applyConfigMap(t, c, answering{body: configMapAnswer}, withReconciling(t.Context(), c, "team-a/w1"))
 	h.OnDelete(configMapOfW1("7"))
 	require.Equal(t, 1, queue.Len(), "a deletion is always queued")
-	require.Empty(t, c.ownedCreations.keys, "and forgets the writes of the object deleted")
+	require.Zero(t, c.ownedCreations.Keys(), "and forgets the writes of the object deleted")
 }
 
 func TestARelistOfAnUnchangedOwnedObjectIsntQueued(t *testing.T) {
@@ -185,7 +149,7 @@ func TestAnOwnedObjectsEventsAreHeldWhileItsOwnersWriteIsInFlight(t *testing.T) 
 	close(rt.proceed)
 	<-done
 	require.Equal(t, 1, queue.Len(), "the other change is queued once the write returns, and the write's own isn't")
-	require.Empty(t, c.ownedCreations.keys, "nothing is kept once the write's event has come")
+	require.Zero(t, c.ownedCreations.Keys(), "nothing is kept once the write's event has come")
 }
 
 // withOwnedCache gives c an Owns cache of ConfigMaps holding objs, as the
@@ -225,7 +189,7 @@ func TestACreationWhoseEventCameBeforeItsAnswerKeepsNothing(t *testing.T) {
 	h.OnAdd(configMapOfW1("5"), false)
 	require.Equal(t, 1, queue.Len(), "the creation's event, before its answer, queues its owner")
 	create()
-	require.Empty(t, c.ownedCreations.keys, "a creation whose version the cache holds already keeps nothing")
+	require.Zero(t, c.ownedCreations.Keys(), "a creation whose version the cache holds already keeps nothing")
 	key, _ := queue.Get()
 	queue.Done(key)
 
@@ -236,7 +200,7 @@ func TestACreationWhoseEventCameBeforeItsAnswerKeepsNothing(t *testing.T) {
 	h.OnAdd(configMapOfW1("5"), false)
 	h.OnUpdate(configMapOfW1("5"), configMapOfW1("6"))
 	create()
-	require.Empty(t, c.ownedCreations.keys, "a creation whose object the cache holds at a newer version keeps nothing")
+	require.Zero(t, c.ownedCreations.Keys(), "a creation whose object the cache holds at a newer version keeps nothing")
 	require.Equal(t, 1, queue.Len())
 	key, _ = queue.Get()
 	queue.Done(key)
@@ -247,19 +211,19 @@ func TestACreationWhoseEventCameBeforeItsAnswerKeepsNothing(t *testing.T) {
 		Name: "w1", Namespace: "team-a", UID: "old-cm-uid", ResourceVersion: "6",
 	}}))
 	create()
-	require.Len(t, c.ownedCreations.keys, 1, "a creation whose object's event hasn't come is kept")
+	require.Equal(t, 1, c.ownedCreations.Keys(), "a creation whose object's event hasn't come is kept")
 	h.OnAdd(configMapOfW1("5"), false)
 	require.Zero(t, queue.Len())
-	require.Empty(t, c.ownedCreations.keys)
+	require.Zero(t, c.ownedCreations.Keys())
 
 	// A creation whose event hasn't come is kept until it comes, as
 	// before.
 	withOwnedCache(t, c)
 	create()
-	require.Len(t, c.ownedCreations.keys, 1)
+	require.Equal(t, 1, c.ownedCreations.Keys())
 	h.OnAdd(configMapOfW1("5"), false)
 	require.Zero(t, queue.Len(), "its event isn't queued")
-	require.Empty(t, c.ownedCreations.keys)
+	require.Zero(t, c.ownedCreations.Keys())
 }
 
 func TestACreationALabelSelectedOwnsDoesntSeeKeepsNothing(t *testing.T) {
@@ -283,18 +247,18 @@ func TestACreationALabelSelectedOwnsDoesntSeeKeepsNothing(t *testing.T) {
 	}
 
 	do(answer(`{"team":"b"}`))
-	require.Empty(t, c.ownedCreations.keys, "a child the selector doesn't select keeps nothing")
+	require.Zero(t, c.ownedCreations.Keys(), "a child the selector doesn't select keeps nothing")
 	do(answering{body: configMapAnswer})
-	require.Empty(t, c.ownedCreations.keys, "nor one without labels")
+	require.Zero(t, c.ownedCreations.Keys(), "nor one without labels")
 
 	do(answer(`{"team":"a"}`))
-	require.Len(t, c.ownedCreations.keys, 1, "a child the selector selects is kept until its event comes")
+	require.Equal(t, 1, c.ownedCreations.Keys(), "a child the selector selects is kept until its event comes")
 	queue := workqueue.NewTyped[string]()
 	defer queue.ShutDown()
 	h := c.ownerHandler(queue, schema.GroupResource{Resource: "configmaps"})
 	h.OnAdd(configMapOfW1("5"), false)
 	require.Zero(t, queue.Len(), "and its event isn't queued")
-	require.Empty(t, c.ownedCreations.keys)
+	require.Zero(t, c.ownedCreations.Keys())
 }
 
 func TestACreationAnyOwnsOfItsResourceSelectsIsKept(t *testing.T) {
@@ -320,9 +284,9 @@ func TestACreationAnyOwnsOfItsResourceSelectsIsKept(t *testing.T) {
 		require.NoError(t, err)
 	}
 	write(gear("c"))
-	require.Empty(t, c.ownedCreations.keys, "neither Owns selects tier=c")
+	require.Zero(t, c.ownedCreations.Keys(), "neither Owns selects tier=c")
 	write(gear("b"))
-	require.Len(t, c.ownedCreations.keys, 1, "the v2 Owns selects tier=b")
+	require.Equal(t, 1, c.ownedCreations.Keys(), "the v2 Owns selects tier=b")
 	queue := workqueue.NewTyped[string]()
 	defer queue.ShutDown()
 	h := c.ownerHandler(queue, schema.GroupResource{Group: "parts.example.com", Resource: "gears"})
@@ -344,7 +308,7 @@ func TestAnOwnedWriteThatPanicsHoldsNoEventForGood(t *testing.T) {
 		"https://api.example.com/api/v1/namespaces/team-a/configmaps/w1?fieldManager=widgets", strings.NewReader(`{}`))
 	require.NoError(t, err)
 	require.Panics(t, func() { _, _ = writeHookTransport{next: panicking{}}.RoundTrip(req) })
-	require.Empty(t, c.ownedCreations.keys, "the write ended")
+	require.Zero(t, c.ownedCreations.Keys(), "the write ended")
 	h.OnUpdate(configMapOfW1("4"), configMapOfW1("5"))
 	require.Equal(t, 1, queue.Len(), "a later change of the child isn't held")
 }

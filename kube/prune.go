@@ -188,18 +188,18 @@ func (s *scope) noteApplied(req *http.Request, resp *http.Response, err error) {
 		return
 	}
 	w, ok := c.ownedWrite(s.key, req)
-	if !ok || !c.prunesResource(w.gvr.GroupResource()) {
+	if !ok || !c.prunesResource(w.GVR.GroupResource()) {
 		return
 	}
-	name := w.name
+	name := w.Name
 	if name == "" {
 		got := objcache.CreatedMetadata(resp, err)
-		if got == nil || got.Namespace != w.namespace {
+		if got == nil || got.Namespace != w.Namespace {
 			return
 		}
 		name = got.Name
 	}
-	s.applied.add(w.gvr.GroupResource(), objectKey(w.namespace, name))
+	s.applied.add(w.GVR.GroupResource(), objectKey(w.Namespace, name))
 }
 
 // prunes reports whether an Owns of c prunes.

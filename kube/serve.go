@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/klog/v2"
 
+	"github.com/z5labs/humus/kube/internal/echoes"
 	"github.com/z5labs/humus/kube/internal/objcache"
 	"github.com/z5labs/humus/kube/internal/priorityqueue"
 )
@@ -265,7 +266,7 @@ func (c *Controller) addHandler(inf cache.SharedIndexInformer, h cache.ResourceE
 
 // objectHandler queues the key, namespace/name or name, of every object of
 // the resource that is added, updated (or resynced) or deleted, except an
-// add or update that is the controller's own write (echoes.go). The
+// add or update that is the controller's own write (internal/echoes). The
 // initial list's adds and the resyncs are queued at low priority: a
 // change goes ahead of them.
 func (c *Controller) objectHandler(queue workqueue.TypedInterface[string]) cache.ResourceEventHandler {
@@ -281,11 +282,11 @@ func (c *Controller) objectHandler(queue workqueue.TypedInterface[string]) cache
 			enqueue(obj, add)
 			return
 		}
-		onlyOurs := func(writeScope) bool { return true }
+		onlyOurs := func(echoes.Scope) bool { return true }
 		if o, ok := old.(*cachedObject); ok {
-			onlyOurs = func(s writeScope) bool { return objcache.ChangedOnly(o, n, s.finalizer, s.status) }
+			onlyOurs = func(s echoes.Scope) bool { return objcache.ChangedOnly(o, n, s.Finalizer, s.Status) }
 		}
-		c.echoes.changedFrom(n.Key(), objectVersion{uid: n.GetUID(), resourceVersion: n.GetResourceVersion()}, onlyOurs, add)
+		c.echoes.ChangedFrom(n.Key(), echoes.Version{UID: n.GetUID(), ResourceVersion: n.GetResourceVersion()}, onlyOurs, add)
 	}
 	return cache.ResourceEventHandlerDetailedFuncs{
 		AddFunc: func(obj any, initial bool) {
@@ -309,7 +310,7 @@ func (c *Controller) objectHandler(queue workqueue.TypedInterface[string]) cache
 		DeleteFunc: func(obj any) {
 			c.forgetFinalized(obj)
 			if key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj); err == nil {
-				c.echoes.deleted(key)
+				c.echoes.Deleted(key)
 			}
 			enqueue(obj, queue.Add)
 		},

@@ -19,6 +19,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/util/retry"
+
+	"github.com/z5labs/humus/kube/internal/echoes"
 )
 
 // Storage migration (Settings.MigrateStorage): the leader rewrites every
@@ -333,7 +335,7 @@ func (m *storageMigration) rewriteAll(ctx context.Context, log *slog.Logger) (mi
 // A conflict (the object was written since the list, and so is stored at
 // the storage version) or a NotFound (deleted since) leaves nothing to
 // do. The controller's informer is told the write is its own, so the
-// object isn't reconciled again for it (echoes.go).
+// object isn't reconciled again for it (internal/echoes).
 func (m *storageMigration) rewrite(ctx context.Context, obj *metav1.PartialObjectMetadata, n *migrationCounts) error {
 	c := m.c
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"resourceVersion": obj.ResourceVersion}})
@@ -348,16 +350,16 @@ func (m *storageMigration) rewrite(ctx context.Context, obj *metav1.PartialObjec
 	// The write's event is held while it is in flight, and its version
 	// kept until its event comes; a write the API server skipped has no
 	// event to come, so its version isn't kept.
-	c.echoes.writing(key)
+	c.echoes.Writing(key)
 	got, err := c.clients.metadata.Resource(c.gvr).Namespace(obj.Namespace).Patch(ctx, obj.Name, types.MergePatchType, patch, metav1.PatchOptions{FieldManager: c.settings.Name})
-	var v *objectVersion
+	var v *echoes.Version
 	if err == nil {
-		v = &objectVersion{uid: got.UID, resourceVersion: got.ResourceVersion}
+		v = &echoes.Version{UID: got.UID, ResourceVersion: got.ResourceVersion}
 		if got.ResourceVersion == obj.ResourceVersion {
 			result = migrationUnchanged
 		}
 	}
-	c.echoes.wroteUnless(key, v, writeScope{}, func(objectVersion) bool { return result == migrationUnchanged })
+	c.echoes.WroteUnless(key, v, echoes.Scope{}, func(echoes.Version) bool { return result == migrationUnchanged })
 	switch {
 	case apierrors.IsConflict(err) || apierrors.IsNotFound(err):
 		result = migrationGone

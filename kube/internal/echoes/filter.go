@@ -1,4 +1,4 @@
-package kube
+package echoes
 
 import (
 	"slices"
@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// echoFilter keeps the echoes of the controller's own writes, the
+// Filter keeps the echoes of the controller's own writes, the
 // informer's events of the versions they made, from coming back as work. A
 // status apply, or a finalizer's add or remove, changes the object, and the
 // informer hands that change back; reconciling it again would only find
@@ -25,12 +25,12 @@ import (
 // the key as before.
 //
 // The zero value is ready to use.
-type echoFilter struct {
+type Filter struct {
 	mu   sync.Mutex
 	keys map[string]*echoesOf
 }
 
-// echoesOf is what echoFilter keeps of one key, while the controller
+// echoesOf is what Filter keeps of one key, while the controller
 // writes it or an event of its write is still to come.
 type echoesOf struct {
 	inFlight int
@@ -41,38 +41,38 @@ type echoesOf struct {
 	// dropped by the event of a later version in written, or by the
 	// object's deletion; an event of any other version leaves it. A
 	// version whose event came before the write began isn't kept
-	// (wroteCached).
+	// (WroteCached).
 	written []awaitedEcho
 }
 
 // awaitedEcho is one of the controller's applies: the object version it
 // returned, and what it wrote.
 type awaitedEcho struct {
-	version objectVersion
-	scope   writeScope
+	version Version
+	scope   Scope
 }
 
-// writeScope is what an apply of the controller's writes of its object,
+// Scope is what an apply of the controller's writes of its object,
 // which the content check of its event (objcache.ChangedOnly, called by
-// the object handler in serve.go) lets differ: its
+// the object handler in kube's serve.go) lets differ: its
 // finalizer, for an apply of the metadata (the finalizer's, and the
 // annotation saying why it can't run, named after it), and the top-level
 // fields a Resource's status apply names. Nothing else is the
 // controller's: the other finalizers, the other status fields, a Kind's
 // whole status (a Pod's is its kubelet's), are another writer's.
-type writeScope struct {
-	finalizer string   // "" for an apply that doesn't write the metadata
-	status    []string // the status fields a status apply names
+type Scope struct {
+	Finalizer string   // "" for an apply that doesn't write the metadata
+	Status    []string // the status fields a status apply names
 }
 
 // union is what s and t write together.
-func (s writeScope) union(t writeScope) writeScope {
-	if s.finalizer == "" {
-		s.finalizer = t.finalizer
+func (s Scope) union(t Scope) Scope {
+	if s.Finalizer == "" {
+		s.Finalizer = t.Finalizer
 	}
-	for _, f := range t.status {
-		if !slices.Contains(s.status, f) {
-			s.status = append(s.status, f)
+	for _, f := range t.Status {
+		if !slices.Contains(s.Status, f) {
+			s.Status = append(s.Status, f)
 		}
 	}
 	return s
@@ -82,35 +82,35 @@ func (s writeScope) union(t writeScope) writeScope {
 // the finalizer and the status.
 const maxWritten = 4
 
-// objectVersion is one version of one object.
-type objectVersion struct {
-	uid             types.UID
-	resourceVersion string
+// Version is one version of one object.
+type Version struct {
+	UID             types.UID
+	ResourceVersion string
 }
 
 // heldEvent is an event held while an apply is in flight, and how to queue
 // its key.
 type heldEvent struct {
-	version  objectVersion
-	onlyOurs func(writeScope) bool
+	version  Version
+	onlyOurs func(Scope) bool
 	add      func(key string)
 }
 
-// changed is an informer's add or update of key to version v, other than a
+// Changed is an informer's add or update of key to version v, other than a
 // resync: it queues key with add unless v is the controller's own write,
 // or holds it while an apply of key is in flight.
-func (o *echoFilter) changed(key string, v objectVersion, add func(key string)) {
-	o.changedFrom(key, v, func(writeScope) bool { return true }, add)
+func (o *Filter) Changed(key string, v Version, add func(key string)) {
+	o.ChangedFrom(key, v, func(Scope) bool { return true }, add)
 }
 
-// changedFrom is changed for an update whose onlyOurs reports whether it
+// ChangedFrom is Changed for an update whose onlyOurs reports whether it
 // changed no more than what the controller's applies whose version it
-// matches write (writeScope). An apply that changes nothing returns the
+// matches write (Scope). An apply that changes nothing returns the
 // object as it is, at the resourceVersion of whatever change came last,
 // which may be another writer's that landed while the apply was in
 // flight; its version then matches the apply's, and only its content
 // tells it apart.
-func (o *echoFilter) changedFrom(key string, v objectVersion, onlyOurs func(writeScope) bool, add func(key string)) {
+func (o *Filter) ChangedFrom(key string, v Version, onlyOurs func(Scope) bool, add func(key string)) {
 	o.mu.Lock()
 	queue := o.changedLocked(key, v, onlyOurs, add)
 	o.mu.Unlock()
@@ -119,7 +119,7 @@ func (o *echoFilter) changedFrom(key string, v objectVersion, onlyOurs func(writ
 	}
 }
 
-func (o *echoFilter) changedLocked(key string, v objectVersion, onlyOurs func(writeScope) bool, add func(key string)) bool {
+func (o *Filter) changedLocked(key string, v Version, onlyOurs func(Scope) bool, add func(key string)) bool {
 	of := o.keys[key]
 	if of == nil {
 		return true
@@ -138,9 +138,9 @@ func (o *echoFilter) changedLocked(key string, v objectVersion, onlyOurs func(wr
 // consume reports whether v is one of the controller's writes, and forgets
 // it and the writes before it, whose events the watch has passed: an event
 // can span them all, after a relist, so scope is what they wrote together.
-func (of *echoesOf) consume(v objectVersion) (scope writeScope, ok bool) {
-	if v.resourceVersion == "" {
-		return writeScope{}, false
+func (of *echoesOf) consume(v Version) (scope Scope, ok bool) {
+	if v.ResourceVersion == "" {
+		return Scope{}, false
 	}
 	for i, w := range of.written {
 		if w.version == v {
@@ -151,12 +151,12 @@ func (of *echoesOf) consume(v objectVersion) (scope writeScope, ok bool) {
 			return scope, true
 		}
 	}
-	return writeScope{}, false
+	return Scope{}, false
 }
 
-// writing marks an apply of key in flight: its events are held until
-// wrote.
-func (o *echoFilter) writing(key string) {
+// Writing marks an apply of key in flight: its events are held until
+// Wrote.
+func (o *Filter) Writing(key string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.keys == nil {
@@ -170,29 +170,29 @@ func (o *echoFilter) writing(key string) {
 	of.inFlight++
 }
 
-// wrote ends the apply of key that writing began. v is the object the
+// Wrote ends the apply of key that Writing began. v is the object the
 // apply returned, or nil if it returned none: the apply failed, or found
 // the object gone. The events held meanwhile are queued, except the
 // apply's own.
-func (o *echoFilter) wrote(key string, v *objectVersion) {
-	o.wroteUnless(key, v, writeScope{}, nil)
+func (o *Filter) Wrote(key string, v *Version) {
+	o.WroteUnless(key, v, Scope{}, nil)
 }
 
-// wroteCached is wrote for a write whose events weren't held while it
-// was in flight, a POST's (ownedcreations.go), cached reporting whether the
+// WroteCached is Wrote for a write whose events weren't held while it
+// was in flight, a POST's (kube's ownedcreations.go), cached reporting whether the
 // informer's cache holds v, or a newer version of its object, already:
 // then v's event has most often come and queued its key before the answer
 // did, and v is not kept, since no event would come to forget it: kept,
 // it stayed until the object's deletion. If v's event is still on its way from the cache to its
 // handler, it queues its key, and nothing worse.
-func (o *echoFilter) wroteCached(key string, v *objectVersion, cached bool) {
-	o.wroteUnless(key, v, writeScope{}, func(objectVersion) bool { return cached })
+func (o *Filter) WroteCached(key string, v *Version, cached bool) {
+	o.WroteUnless(key, v, Scope{}, func(Version) bool { return cached })
 }
 
-// wroteUnless is wrote of an apply that wrote scope, except that v is not
+// WroteUnless is Wrote of an apply that wrote scope, except that v is not
 // kept if drop, called with the lock held once v's held event, if any,
 // has been matched, reports that no event will come to match it.
-func (o *echoFilter) wroteUnless(key string, v *objectVersion, scope writeScope, drop func(objectVersion) bool) {
+func (o *Filter) WroteUnless(key string, v *Version, scope Scope, drop func(Version) bool) {
 	o.mu.Lock()
 	of := o.keys[key]
 	if of == nil {
@@ -200,7 +200,7 @@ func (o *echoFilter) wroteUnless(key string, v *objectVersion, scope writeScope,
 		return
 	}
 	of.inFlight--
-	if v != nil && v.resourceVersion != "" {
+	if v != nil && v.ResourceVersion != "" {
 		of.written = append(of.written, awaitedEcho{version: *v, scope: scope})
 		if len(of.written) > maxWritten {
 			of.written = of.written[len(of.written)-maxWritten:]
@@ -225,8 +225,8 @@ func (o *echoFilter) wroteUnless(key string, v *objectVersion, scope writeScope,
 	}
 }
 
-// deleted forgets the writes of key, whose object is gone.
-func (o *echoFilter) deleted(key string) {
+// Deleted forgets the writes of key, whose object is gone.
+func (o *Filter) Deleted(key string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if of := o.keys[key]; of != nil {
@@ -235,35 +235,44 @@ func (o *echoFilter) deleted(key string) {
 	}
 }
 
+// Keys is how many keys o keeps anything of: a write in flight, an event
+// held, a version whose event is still to come. Nothing is kept of a key
+// once its writes' events have come.
+func (o *Filter) Keys() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.keys)
+}
+
 // tidy forgets key once there is nothing left to keep of it.
-func (o *echoFilter) tidy(key string, of *echoesOf) {
+func (o *Filter) tidy(key string, of *echoesOf) {
 	if of.inFlight == 0 && len(of.held) == 0 && len(of.written) == 0 {
 		delete(o.keys, key)
 	}
 }
 
-// write runs do, an apply of key, as the controller's own write: the event
+// Write runs do, an apply of key, as the controller's own write: the event
 // of the object version it returns isn't queued.
-func (o *echoFilter) write(key string, do func() (*objectVersion, error)) error {
-	return o.writeScoped(key, writeScope{}, nil, do)
+func (o *Filter) Write(key string, do func() (*Version, error)) error {
+	return o.WriteScoped(key, Scope{}, nil, do)
 }
 
-// writeScoped is write, of an apply that writes scope, for an object that
+// WriteScoped is Write, of an apply that writes scope, for an object that
 // can be deleted before the apply's answer comes, such as by the removal
 // of its last finalizer: the deletion's event, which forgets the key's
 // writes, can come first, the answer and the watch traveling apart. So the
 // version returned isn't kept when held, asked with the lock held, reports
 // that the cache holds no object of its uid any more: the informer drops
 // an object from its cache before its handler hears of the deletion, so
-// one that holds it then forgets the write later, in deleted. A nil held
+// one that holds it then forgets the write later, in Deleted. A nil held
 // keeps every version.
-func (o *echoFilter) writeScoped(key string, scope writeScope, held func(objectVersion) bool, do func() (*objectVersion, error)) error {
-	o.writing(key)
+func (o *Filter) WriteScoped(key string, scope Scope, held func(Version) bool, do func() (*Version, error)) error {
+	o.Writing(key)
 	// A panic in do, which the reconcile recovers, still ends the write:
 	// left in flight, the key's events would be held for good.
 	defer func() {
 		if p := recover(); p != nil {
-			o.wrote(key, nil)
+			o.Wrote(key, nil)
 			panic(p)
 		}
 	}()
@@ -271,10 +280,10 @@ func (o *echoFilter) writeScoped(key string, scope writeScope, held func(objectV
 	if err != nil {
 		v = nil
 	}
-	var drop func(objectVersion) bool
+	var drop func(Version) bool
 	if held != nil {
-		drop = func(v objectVersion) bool { return !held(v) }
+		drop = func(v Version) bool { return !held(v) }
 	}
-	o.wroteUnless(key, v, scope, drop)
+	o.WroteUnless(key, v, scope, drop)
 	return err
 }
