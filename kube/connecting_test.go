@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/apitransport"
 	"github.com/z5labs/humus/kube/internal/throttle"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
 	"go.opentelemetry.io/otel/attribute"
@@ -552,29 +553,6 @@ func TestClientTracesRequestsButNotWatches(t *testing.T) {
 	require.True(t, ok, "otelhttp's request duration")
 }
 
-func TestIsWatch(t *testing.T) {
-	for target, want := range map[string]bool{
-		"/api/v1/namespaces?watch=true":                            true,
-		"/api/v1/namespaces?watch=1":                               true,
-		"/api/v1/namespaces?watch=True&resourceVersion=5":          true,
-		"/api/v1/namespaces?allowWatchBookmarks=true&watch=true":   true,
-		"/api/v1/namespaces?watch=false":                           false,
-		"/api/v1/namespaces?watch=0":                               false,
-		"/api/v1/namespaces?allowWatchBookmarks=true":              false,
-		"/api/v1/namespaces":                                       false,
-		"/api/v1/watch/namespaces":                                 true,
-		"/apis/apps/v1/watch/namespaces/default/deployments":       true,
-		"/apis/apps/v1/namespaces/watch/deployments":               false,
-		"/api/v1/namespaces/watch":                                 false,
-		"/apis/cache.example.com/v1alpha1/memcacheds?watch=true":   true,
-		"/apis/cache.example.com/v1alpha1/memcacheds?limit=500":    false,
-		"/apis/coordination.k8s.io/v1/namespaces/x/leases/watcher": false,
-	} {
-		r := httptest.NewRequest(http.MethodGet, "https://example.com"+target, nil)
-		require.Equal(t, want, isWatch(r), target)
-	}
-}
-
 func TestClientHasNoRateLimit(t *testing.T) {
 	f := newClientFixture(t, Connection{})
 	require.Less(t, f.client.Config().QPS, float32(0))
@@ -724,8 +702,8 @@ func TestNilTelemetryRecordsNothingAndNeedsNoGlobals(t *testing.T) {
 	require.NoError(t, err)
 	require.Empty(t, srv.arrived()[0].Traceparent, "no propagator, no header")
 	require.Equal(t, "Bearer t", srv.arrived()[0].Authorization)
-	require.IsType(t, writeHookTransport{}, client.transport.RoundTripper, "nothing to record with: no otelhttp")
-	require.IsType(t, &bearer{}, client.transport.RoundTripper.(writeHookTransport).next)
+	require.IsType(t, apitransport.WriteHooks{}, client.transport.RoundTripper, "nothing to record with: no otelhttp")
+	require.IsType(t, &bearer{}, client.transport.RoundTripper.(apitransport.WriteHooks).Next)
 
 	// humus.Run hands Init the Telemetry with no-op providers in place of
 	// nil ones.
@@ -733,8 +711,8 @@ func TestNilTelemetryRecordsNothingAndNeedsNoGlobals(t *testing.T) {
 		Server: "example.com:443", TLS: &tls.Config{RootCAs: srv.roots},
 	})
 	require.NoError(t, err)
-	require.IsType(t, writeHookTransport{}, client.transport.RoundTripper, "no-op providers: no otelhttp")
-	require.IsType(t, &throttle.Window{}, client.transport.RoundTripper.(writeHookTransport).next)
+	require.IsType(t, apitransport.WriteHooks{}, client.transport.RoundTripper, "no-op providers: no otelhttp")
+	require.IsType(t, &throttle.Window{}, client.transport.RoundTripper.(apitransport.WriteHooks).Next)
 }
 
 func TestAClientAsksForGzipOnlyWithCompression(t *testing.T) {

@@ -49,7 +49,7 @@ import (
 
 // noteOwnedWrite sends req, a write of the reconcile of key, through
 // next, noting it first if it writes a resource c Owns: the body of a
-// reconcile's writeHook (scope.go, transport.go).
+// reconcile's apitransport.WriteHook (scope.go).
 func (c *Controller) noteOwnedWrite(key string, req *http.Request, next http.RoundTripper) (*http.Response, error) {
 	w, ok := c.ownedWrite(key, req)
 	if !ok {

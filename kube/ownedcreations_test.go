@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
+
+	"github.com/z5labs/humus/kube/internal/apitransport"
 )
 
 // ownsConfigMaps is a Widget controller that Owns ConfigMaps and
@@ -64,7 +66,7 @@ func applyConfigMap(t *testing.T, c *Controller, rt http.RoundTripper, ctx conte
 	t.Helper()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPatch, "https://api.example.com/api/v1/namespaces/team-a/configmaps/w1?fieldManager=widgets", strings.NewReader(`{}`))
 	require.NoError(t, err)
-	resp, err := writeHookTransport{next: rt}.RoundTrip(req)
+	resp, err := apitransport.WriteHooks{Next: rt}.RoundTrip(req)
 	require.NoError(t, err)
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
@@ -179,7 +181,7 @@ func TestACreationWhoseEventCameBeforeItsAnswerKeepsNothing(t *testing.T) {
 		req, err := http.NewRequestWithContext(withReconciling(t.Context(), c, "team-a/w1"), http.MethodPost,
 			"https://api.example.com/api/v1/namespaces/team-a/configmaps?fieldManager=widgets", strings.NewReader(`{}`))
 		require.NoError(t, err)
-		resp, err := writeHookTransport{next: answering{body: configMapAnswer}}.RoundTrip(req)
+		resp, err := apitransport.WriteHooks{Next: answering{body: configMapAnswer}}.RoundTrip(req)
 		require.NoError(t, err)
 		_, err = io.ReadAll(resp.Body)
 		require.NoError(t, err)
@@ -240,7 +242,7 @@ func TestACreationALabelSelectedOwnsDoesntSeeKeepsNothing(t *testing.T) {
 		t.Helper()
 		req, err := http.NewRequestWithContext(ctx, http.MethodPatch, "https://api.example.com/api/v1/namespaces/team-a/configmaps/w1?fieldManager=widgets", strings.NewReader(`{}`))
 		require.NoError(t, err)
-		resp, err := writeHookTransport{next: rt}.RoundTrip(req)
+		resp, err := apitransport.WriteHooks{Next: rt}.RoundTrip(req)
 		require.NoError(t, err)
 		_, err = io.ReadAll(resp.Body)
 		require.NoError(t, err)
@@ -278,7 +280,7 @@ func TestACreationAnyOwnsOfItsResourceSelectsIsKept(t *testing.T) {
 		req, err := http.NewRequestWithContext(withReconciling(t.Context(), c, "team-a/w1"), http.MethodPatch,
 			"https://api.example.com/apis/parts.example.com/v2/namespaces/team-a/gears/w1?fieldManager=widgets", strings.NewReader(`{}`))
 		require.NoError(t, err)
-		resp, err := writeHookTransport{next: rt}.RoundTrip(req)
+		resp, err := apitransport.WriteHooks{Next: rt}.RoundTrip(req)
 		require.NoError(t, err)
 		_, err = io.ReadAll(resp.Body)
 		require.NoError(t, err)
@@ -307,7 +309,7 @@ func TestAnOwnedWriteThatPanicsHoldsNoEventForGood(t *testing.T) {
 	req, err := http.NewRequestWithContext(withReconciling(t.Context(), c, "team-a/w1"), http.MethodPatch,
 		"https://api.example.com/api/v1/namespaces/team-a/configmaps/w1?fieldManager=widgets", strings.NewReader(`{}`))
 	require.NoError(t, err)
-	require.Panics(t, func() { _, _ = writeHookTransport{next: panicking{}}.RoundTrip(req) })
+	require.Panics(t, func() { _, _ = apitransport.WriteHooks{Next: panicking{}}.RoundTrip(req) })
 	require.Zero(t, c.ownedCreations.Keys(), "the write ended")
 	h.OnUpdate(configMapOfW1("4"), configMapOfW1("5"))
 	require.Equal(t, 1, queue.Len(), "a later change of the child isn't held")

@@ -3,6 +3,8 @@ package kube
 import (
 	"context"
 	"net/http"
+
+	"github.com/z5labs/humus/kube/internal/apitransport"
 )
 
 // scope is what a worker's and a reconcile's context carry, in one value
@@ -43,7 +45,7 @@ func withLease(ctx context.Context, l interface{ valid() error }) context.Contex
 
 // withReconciling returns ctx carrying the scope of c's reconcile of key:
 // ctx's lease, if any, c, key and c's Recorder, if Serve has started one.
-// Its writes go to the transport's writeHook (transport.go).
+// Its writes go to the transport's write hook (apitransport.WriteHooks).
 func withReconciling(ctx context.Context, c *Controller, key string) context.Context {
 	s := &scope{c: c, key: key}
 	if w := scopeOf(ctx); w != nil {
@@ -56,13 +58,13 @@ func withReconciling(ctx context.Context, c *Controller, key string) context.Con
 }
 
 // withScope returns ctx carrying s, a reconcile's, as its scope and its
-// writeHook.
+// apitransport.WriteHook.
 func withScope(ctx context.Context, s *scope) context.Context {
-	return withWriteHook(context.WithValue(ctx, scopeKey{}, s), s)
+	return apitransport.WithWriteHook(context.WithValue(ctx, scopeKey{}, s), s)
 }
 
-// noteWrite is the reconcile's writeHook: see ownedCreations.
-func (s *scope) noteWrite(req *http.Request, next http.RoundTripper) (*http.Response, error) {
+// NoteWrite is the reconcile's apitransport.WriteHook: see ownedCreations.
+func (s *scope) NoteWrite(req *http.Request, next http.RoundTripper) (*http.Response, error) {
 	if s.c == nil {
 		return next.RoundTrip(req)
 	}

@@ -17,6 +17,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/z5labs/humus/kube/internal/apitransport"
 )
 
 // The API server's priority and fairness (APF) queues a client's requests
@@ -194,27 +196,12 @@ func isLease(r *http.Request) bool {
 		return false
 	}
 	p := strings.TrimPrefix(r.URL.Path, "/")
-	if !strings.HasPrefix(p, "apis/") || segment(p, 1) != "coordination.k8s.io" {
+	if !strings.HasPrefix(p, "apis/") || apitransport.Segment(p, 1) != "coordination.k8s.io" {
 		return false
 	}
-	resource := segment(p, 3)
+	resource := apitransport.Segment(p, 3)
 	if resource == "namespaces" {
-		resource = segment(p, 5)
+		resource = apitransport.Segment(p, 5)
 	}
 	return resource == "leases"
-}
-
-// segment is the i-th /-separated segment of p, from 0, or "".
-func segment(p string, i int) string {
-	for ; i > 0; i-- {
-		j := strings.IndexByte(p, '/')
-		if j < 0 {
-			return ""
-		}
-		p = p[j+1:]
-	}
-	if j := strings.IndexByte(p, '/'); j >= 0 {
-		return p[:j]
-	}
-	return p
 }

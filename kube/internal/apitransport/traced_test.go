@@ -1,8 +1,9 @@
-package kube
+package apitransport
 
 import (
 	"context"
 	"net/http"
+	"net/http/httptest"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -39,5 +40,28 @@ func TestIsBackground(t *testing.T) {
 		r, err := http.NewRequestWithContext(tc.ctx, tc.method, tc.url, nil)
 		require.NoError(t, err)
 		require.Equal(t, tc.want, isBackground(r), "%s %s", tc.method, tc.url)
+	}
+}
+
+func TestIsWatch(t *testing.T) {
+	for target, want := range map[string]bool{
+		"/api/v1/namespaces?watch=true":                            true,
+		"/api/v1/namespaces?watch=1":                               true,
+		"/api/v1/namespaces?watch=True&resourceVersion=5":          true,
+		"/api/v1/namespaces?allowWatchBookmarks=true&watch=true":   true,
+		"/api/v1/namespaces?watch=false":                           false,
+		"/api/v1/namespaces?watch=0":                               false,
+		"/api/v1/namespaces?allowWatchBookmarks=true":              false,
+		"/api/v1/namespaces":                                       false,
+		"/api/v1/watch/namespaces":                                 true,
+		"/apis/apps/v1/watch/namespaces/default/deployments":       true,
+		"/apis/apps/v1/namespaces/watch/deployments":               false,
+		"/api/v1/namespaces/watch":                                 false,
+		"/apis/cache.example.com/v1alpha1/memcacheds?watch=true":   true,
+		"/apis/cache.example.com/v1alpha1/memcacheds?limit=500":    false,
+		"/apis/coordination.k8s.io/v1/namespaces/x/leases/watcher": false,
+	} {
+		r := httptest.NewRequest(http.MethodGet, "https://example.com"+target, nil)
+		require.Equal(t, want, IsWatch(r), target)
 	}
 }
