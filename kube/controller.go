@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
+	"github.com/z5labs/humus/kube/internal/applyset"
 	"github.com/z5labs/humus/kube/internal/objcache"
 	"github.com/z5labs/humus/kube/internal/storagemigration"
 )
@@ -105,9 +106,9 @@ type Controller struct {
 	// ownedCreations keeps the Reconciler's writes to owned resources from
 	// queueing their owners again (ownedcreations.go).
 	ownedCreations echoFilter
-	// applySet is what pruning keeps of the controller's ApplySets
-	// (prune.go).
-	applySet applySetState
+	// applySet is the group-kinds of the controller's ApplySets, found
+	// once (prune.go).
+	applySet applyset.GroupKinds
 	// typed is the part of a reconcile that knows the object's Go type
 	// (reconcile.go).
 	typed typedReconciler
