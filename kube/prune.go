@@ -16,33 +16,19 @@ import (
 	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
-// Pruning: a reconcile's children of a resource an Owns names with Prune
-// are its whole set of them. After a reconcile that succeeds, each child
-// of that resource the reconciled object controls that the reconcile
-// didn't write is deleted, as kubectl's ApplySet pruning (KEP-3659)
-// deletes the members of a set that an apply no longer names. The set is
-// an ApplySet as kubectl defines it (k8s.io/kubectl/pkg/cmd/apply,
-// applyset.go), so that kubectl sees it: each child carries the label
-// ApplySetPartOfLabel, whose value is the parent's ApplySetID, and the
-// parent, the reconciled object, carries that id as its ApplySetIDLabel and
-// the tooling and contains-group-kinds annotations.
-//
-// A child is deleted only when all of these hold, so that another owner's
-// child, and an object the controller didn't make, are never touched: the
-// Owns' cache's index by controller owner names it under the reconciled
-// object's uid; the reconcile didn't write it (a PATCH, PUT or POST through
-// a client built on Client.Config, with the reconcile's context); a fresh
-// GET finds it still controlled by that uid and labelled part of the
-// object's ApplySet; and the DELETE carries a precondition on its uid and
-// the resourceVersion that GET read. A
-// reconcile that returns an error, panics or is cancelled prunes nothing,
-// nor does the reconcile of an object being deleted (the garbage collector
-// deletes its children). Every deletion is preceded by one INFO record,
-// "prune preview", naming what is about to go; PruneDryRun logs it and
-// deletes nothing.
+// Pruning (Prune): after a reconcile that succeeds, each child of a pruned
+// Owns' resource that the Owns' cache indexes under the reconciled
+// object's uid, and that the reconcile didn't write (a PATCH, PUT or POST
+// through a client built on Client.Config, with the reconcile's context:
+// noteApplied), is handed to internal/applyset, which deletes those a
+// fresh GET finds still the object's and labelled part of its ApplySet,
+// with preconditions on their uid and resourceVersion, after the "prune
+// preview" record. A reconcile that returns an error, panics or is
+// cancelled prunes nothing, nor does the reconcile of an object being
+// deleted (the garbage collector deletes its children).
 
-// The ApplySet labels, as kubectl names them (k8s.io/kubectl/pkg/cmd/apply,
-// applyset.go); internal/applyset names the parent's annotations.
+// The ApplySet labels, as kubectl names them
+// (k8s.io/kubectl/pkg/cmd/apply, applyset.go).
 const (
 	// ApplySetPartOfLabel is the label on each child of an ApplySet: its
 	// value is the parent's ApplySetID. A Reconciler of a pruned resource
