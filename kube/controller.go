@@ -15,8 +15,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
+	"github.com/z5labs/humus/kube/internal/applyset"
 	"github.com/z5labs/humus/kube/internal/echoes"
 	"github.com/z5labs/humus/kube/internal/objcache"
+	"github.com/z5labs/humus/kube/internal/storagemigration"
 )
 
 // Reconciler brings the cluster to what an object's spec declares.
@@ -105,9 +107,9 @@ type Controller struct {
 	// ownedCreations keeps the Reconciler's writes to owned resources from
 	// queueing their owners again (ownedcreations.go).
 	ownedCreations echoes.Filter
-	// applySet is what pruning keeps of the controller's ApplySets
-	// (prune.go).
-	applySet applySetState
+	// applySet is the group-kinds of the controller's ApplySets, found
+	// once (prune.go).
+	applySet applyset.GroupKinds
 	// typed is the part of a reconcile that knows the object's Go type
 	// (reconcile.go).
 	typed typedReconciler
@@ -120,8 +122,8 @@ type Controller struct {
 	tel     *telemetry
 
 	// migration is Settings.MigrateStorage's job, or nil
-	// (storagemigration.go).
-	migration *storageMigration
+	// (storagemigration.go, internal/storagemigration).
+	migration *storagemigration.Migration
 
 	synced  atomic.Bool                 // readiness.go
 	current atomic.Pointer[informerSet] // once synced, for Synced's staleness
@@ -289,9 +291,10 @@ func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.Grou
 	errs = append(errs, err)
 	tel, err := newTelemetry(s.Telemetry, settings.Name, settings.ClientGoVerbosity)
 	errs = append(errs, err)
-	var migration *storageMigration
+	var migration *storagemigration.Migration
+	writes := &migrationWrites{}
 	if settings.MigrateStorage && tel != nil {
-		migration, err = newStorageMigration(tel.meter, settings.Name)
+		migration, err = newStorageMigration(tel, settings, gvr, cl, writes)
 		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -312,9 +315,7 @@ func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.Grou
 		migration:    migration,
 		done:         make(chan struct{}),
 	}
-	if migration != nil {
-		migration.c = c
-	}
+	writes.c = c
 	t.c = c
 	t.fastDecode = objcache.FastDecodable(reflect.TypeFor[T]())
 	c.typed = t

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/z5labs/humus/kube/internal/applyset"
 )
 
 // labelledConfigMap is wholeConfigMap with labels.
@@ -43,7 +45,7 @@ func TestPruneDeletesOnlyTheOwnersLabelledChildren(t *testing.T) {
 				// The parent's ApplySet metadata, as a first prune applies
 				// it (the fakes' apply keeps only finalizers).
 				w1.SetLabels(map[string]string{ApplySetIDLabel: id})
-				w1.SetAnnotations(map[string]string{applySetToolingAnnotation: applySetTooling, applySetGKsAnnotation: "ConfigMap"})
+				w1.SetAnnotations(map[string]string{applyset.ToolingAnnotation: applyset.Tooling, applyset.GroupKindsAnnotation: "ConfigMap"})
 				f := newFakeCluster(t, w1,
 					labelledConfigMap("stale", partOf, widgetRef("w1", true)),
 					labelledConfigMap("unlabelled", nil, widgetRef("w1", true)),
@@ -129,6 +131,8 @@ func TestApplySetLabelsNameTheReconciledObjectsSet(t *testing.T) {
 		ApplySetLabels(withReconciling(t.Context(), c, "n1")))
 	require.Nil(t, ApplySetLabels(context.Background()))
 	require.Regexp(t, `^applyset-[A-Za-z0-9_-]{43}-v1$`, ApplySetID("w1", "team-a", "Widget", "test.example.com"))
+	require.Equal(t, []string{applyset.PartOfLabel, applyset.IDLabel, applyset.ParentTypeLabel},
+		[]string{ApplySetPartOfLabel, ApplySetIDLabel, ApplySetParentTypeLabel}, "kube's labels are the ones internal/applyset reads and writes")
 }
 
 // A reconcile that fails or panics prunes nothing.

@@ -5,6 +5,7 @@ import (
 	"net/http"
 
 	"github.com/z5labs/humus/kube/internal/apitransport"
+	"github.com/z5labs/humus/kube/internal/applyset"
 )
 
 // scope is what a worker's and a reconcile's context carry, in one value
@@ -26,7 +27,7 @@ type scope struct {
 	rec *Recorder
 	// applied are the children of pruned resources the reconcile wrote
 	// (prune.go).
-	applied appliedWrites
+	applied applyset.Written
 }
 
 // scopeKey is the context key of a worker's or reconcile's scope.

@@ -235,7 +235,7 @@ func (w *workers) work(ctx, workCtx, lost context.Context, what string, unserved
 		migrating, cancel := context.WithCancel(ctx)
 		defer cancel()
 		defer context.AfterFunc(lost, cancel)()
-		w.wg.Go(func() { m.run(migrating) })
+		w.wg.Go(func() { m.Run(migrating) })
 	}
 	select {
 	case <-ctx.Done():
