@@ -180,24 +180,24 @@ func TestTheLeaseIsValidOnlyBeforeItsDeadlineByTheClock(t *testing.T) {
 		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(), noopReconciler())
 		lost := make(chan struct{})
 		l := c.newLease(context.Background(), func() { close(lost) })
-		require.ErrorIs(t, l.valid(), errNotLeading, "before it leads")
+		require.ErrorIs(t, l.Valid(), errNotLeading, "before it leads")
 
-		l.renewed(time.Now())
+		l.Renewed(time.Now())
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		l.startLeading(ctx)
-		require.NoError(t, l.valid())
-		l.renewed(time.Now().Add(-9 * time.Second)) // a renewal that took 9s
-		require.NoError(t, l.valid())
+		require.NoError(t, l.Valid())
+		l.Renewed(time.Now().Add(-9 * time.Second)) // a renewal that took 9s
+		require.NoError(t, l.Valid())
 
 		// At the deadline the Lease is lost, whether or not the timer's
 		// goroutine has run yet, as in a process just woken.
 		time.Sleep(time.Second)
-		require.ErrorIs(t, l.valid(), errLeaseExpired)
+		require.ErrorIs(t, l.Valid(), errLeaseExpired)
 		<-lost
-		require.ErrorIs(t, context.Cause(l.ctx), errLeaseExpired)
-		l.renewed(time.Now())
-		require.ErrorIs(t, l.valid(), errLeaseExpired, "a loss is for good")
+		require.ErrorIs(t, context.Cause(l.Context()), errLeaseExpired)
+		l.Renewed(time.Now())
+		require.ErrorIs(t, l.Valid(), errLeaseExpired, "a loss is for good")
 	})
 }
 

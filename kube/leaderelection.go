@@ -11,6 +11,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
+
+	"github.com/z5labs/humus/kube/internal/tenure"
 )
 
 // A replica's right to work is not client-go's: LeaderElector.Run cancels
@@ -23,12 +25,12 @@ import (
 // LeaseLock, which LeaderElector still uses to acquire and renew.
 
 // errLeaseExpired and errOtherHolder are why a replica stopped working: the
-// cause of its lead context.
+// cause of its lead context (package tenure's, shared with a shard member).
 var (
-	errLeaseExpired       = errors.New("kube: the Lease was not renewed within RenewDeadline")
-	errOtherHolder        = errors.New("kube: another replica holds the Lease")
+	errLeaseExpired       = tenure.ErrLeaseExpired
+	errOtherHolder        = tenure.ErrOtherHolder
 	errRenewFailed        = errors.New("kube: client-go's elector stopped renewing the Lease")
-	errNotLeading         = errors.New("kube: the replica doesn't hold the Lease")
+	errNotLeading         = tenure.ErrNotLeading
 	errLeaderSameIdentity = errors.New("kube: another process holds the Lease with this replica's LeaderElection.Identity")
 )
 
@@ -56,7 +58,7 @@ type lease struct {
 	resourcelock.Interface // client-go's LeaseLock
 	// The deadline and the loss; begun once OnStartedLeading has run,
 	// and its onLost runs once, when the Lease is lost while leading.
-	*tenure
+	*tenure.Tenure
 
 	releaseTimeout time.Duration
 
@@ -83,7 +85,7 @@ func (c *Controller) newLease(parent context.Context, onLost func()) *lease {
 			Client:     c.clients.kube.CoordinationV1(),
 			LockConfig: resourcelock.ResourceLockConfig{Identity: le.Identity},
 		},
-		tenure:         newTenure(parent, le.RenewDeadline, onLost),
+		Tenure:         tenure.New(parent, le.RenewDeadline, onLost),
 		releaseTimeout: le.RetryPeriod,
 		started:        make(chan struct{}),
 	}
@@ -97,12 +99,12 @@ func (c *Controller) newLease(parent context.Context, onLost func()) *lease {
 // answer (etcd frozen) held Serve's return, and the App's exit, that long
 // past the deadline.
 func (l *lease) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []byte, error) {
-	if lost := l.lostErr(); lost != nil {
+	if lost := l.LostErr(); lost != nil {
 		return nil, nil, lost
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(l.ctx, cancel)()
+	defer context.AfterFunc(l.Context(), cancel)()
 	rec, raw, err := l.Interface.Get(ctx)
 	if err != nil {
 		return rec, raw, err
@@ -110,8 +112,8 @@ func (l *lease) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if rec.HolderIdentity != l.Identity() {
-		if l.hasBegun() && !l.stopping {
-			l.lose(errOtherHolder)
+		if l.HasBegun() && !l.stopping {
+			l.Lose(errOtherHolder)
 		}
 		return rec, raw, nil
 	}
@@ -130,17 +132,17 @@ func (l *lease) Get(ctx context.Context) (*resourcelock.LeaderElectionRecord, []
 // is renewed meanwhile, Serve ends with errLeaderSameIdentity.
 func (l *lease) sameHolderLocked(rec *resourcelock.LeaderElectionRecord) *resourcelock.LeaderElectionRecord {
 	renewed := rec.RenewTime.UnixMicro()
-	if slices.Contains(l.sent, renewed) || l.lostErr() != nil {
+	if slices.Contains(l.sent, renewed) || l.LostErr() != nil {
 		return rec
 	}
-	if l.hasBegun() {
+	if l.HasBegun() {
 		if !l.stopping {
-			l.lose(fmt.Errorf("%w (Lease %s, identity %q): its renewal at %s was not this process's; give each replica an identity of its own, as a pod's name", errLeaderSameIdentity, l.Describe(), l.Identity(), rec.RenewTime.UTC().Format(time.RFC3339Nano)))
+			l.Lose(fmt.Errorf("%w (Lease %s, identity %q): its renewal at %s was not this process's; give each replica an identity of its own, as a pod's name", errLeaderSameIdentity, l.Describe(), l.Identity(), rec.RenewTime.UTC().Format(time.RFC3339Nano)))
 		}
 		return rec
 	}
 	if l.seen != nil && *l.seen != renewed {
-		l.lose(fmt.Errorf("%w (Lease %s, identity %q): another process renewed it while this one waited to take it; give each replica an identity of its own, as a pod's name", errLeaderSameIdentity, l.Describe(), l.Identity()))
+		l.Lose(fmt.Errorf("%w (Lease %s, identity %q): another process renewed it while this one waited to take it; give each replica an identity of its own, as a pod's name", errLeaderSameIdentity, l.Describe(), l.Identity()))
 		return rec
 	}
 	l.seen = &renewed
@@ -163,7 +165,7 @@ func (l *lease) Update(ctx context.Context, rec resourcelock.LeaderElectionRecor
 // it succeeds. A release, rec with no holder, is bounded by
 // releaseTimeout.
 func (l *lease) write(ctx context.Context, rec resourcelock.LeaderElectionRecord, send func(context.Context, resourcelock.LeaderElectionRecord) error) error {
-	if lost := l.lostErr(); lost != nil {
+	if lost := l.LostErr(); lost != nil {
 		return lost
 	}
 	if rec.HolderIdentity == "" {
@@ -183,12 +185,12 @@ func (l *lease) write(ctx context.Context, rec resourcelock.LeaderElectionRecord
 	// A renewal still in flight once the Lease is lost is abandoned.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(l.ctx, cancel)()
+	defer context.AfterFunc(l.Context(), cancel)()
 	start := time.Now()
 	if err := send(ctx, rec); err != nil {
 		return err
 	}
-	l.renewed(start)
+	l.Renewed(start)
 	return nil
 }
 
@@ -198,14 +200,14 @@ func (l *lease) write(ctx context.Context, rec resourcelock.LeaderElectionRecord
 func (l *lease) startLeading(electionCtx context.Context) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.commence()
+	l.Commence()
 	context.AfterFunc(electionCtx, func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		// On a graceful stop the elector's context ends before it
 		// releases the Lease, which the lease must still send.
 		if !l.stopping {
-			l.lose(errRenewFailed)
+			l.Lose(errRenewFailed)
 		}
 	})
 	close(l.started)
@@ -221,7 +223,7 @@ func (l *lease) stop() {
 }
 
 // done ends the lead context and its timer, once the elector has returned.
-func (l *lease) done() { l.lose(errNotLeading) }
+func (l *lease) done() { l.Lose(errNotLeading) }
 
 // newElector returns the controller's leader elector on l. Every
 // controller elects a leader: there is no option to turn it off. The Lease
@@ -255,7 +257,7 @@ func (c *Controller) newElector(l *lease) (*leaderelection.LeaderElector, error)
 // package's tests make.
 func mayWork(ctx context.Context) error {
 	if s := scopeOf(ctx); s != nil && s.lease != nil {
-		return s.lease.valid()
+		return s.lease.Valid()
 	}
 	return nil
 }

@@ -14,7 +14,7 @@ type scope struct {
 	// lease is the replica's right to work: a leader's *lease, or a
 	// *member with Sharding on (mayWork, takeKey). nil in the package's
 	// tests, which then may always work.
-	lease interface{ valid() error }
+	lease interface{ Valid() error }
 	// c is the reconcile's Controller, for ListerFrom and its owned
 	// writes; nil in a worker's context.
 	c *Controller
@@ -37,7 +37,7 @@ func scopeOf(ctx context.Context) *scope {
 }
 
 // withLease returns ctx, a worker's, carrying l, a *lease or a *member.
-func withLease(ctx context.Context, l interface{ valid() error }) context.Context {
+func withLease(ctx context.Context, l interface{ Valid() error }) context.Context {
 	return context.WithValue(ctx, scopeKey{}, &scope{lease: l})
 }
 

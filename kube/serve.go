@@ -144,7 +144,7 @@ func (c *Controller) lead(ctx, workCtx context.Context, informers *informerSet, 
 
 	td.stopWork(w.stop, election.stop)
 
-	if cause := l.lostCause(); cause != nil {
+	if cause := l.LostCause(); cause != nil {
 		c.tel.log.WarnContext(ctx, "lost the lease", "controller", c.settings.Name, "cause", cause.Error())
 		return ErrLostLeadership
 	}
@@ -198,11 +198,11 @@ func (w *workers) run(ctx, workCtx context.Context, l *lease, unserved <-chan er
 		return nil
 	case err := <-unserved:
 		return err
-	case <-l.ctx.Done():
-		return context.Cause(l.ctx)
+	case <-l.Context().Done():
+		return context.Cause(l.Context())
 	case <-l.started:
 	}
-	return w.work(ctx, workCtx, l.ctx, "took the Lease", unserved)
+	return w.work(ctx, workCtx, l.Context(), "took the Lease", unserved)
 }
 
 // work waits for the caches to catch up, then starts the workers, and
