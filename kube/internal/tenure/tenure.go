@@ -1,6 +1,6 @@
 // Package tenure is a replica's right to work under a Lease it holds: a
-// leader's (package kube's lease, internal/leaderelection) or a shard
-// member's, the deadline-and-loss half the two share.
+// leader's (internal/leaderelection's Lease) or a shard member's, the
+// deadline-and-loss half the two share.
 //
 // It owns Tenure, New and the causes of a loss both share (ErrLeaseExpired,
 // ErrOtherHolder, ErrNotLeading). Its invariants: never two replicas at
@@ -28,12 +28,13 @@ var (
 )
 
 // Tenure is a replica's right to work under a Lease it holds: a leader's
-// (package kube's lease) or a shard member's, the deadline-and-loss half the two
-// share. Its deadline is the start of the last Lease write that succeeded
-// plus RenewDeadline, on the monotonic clock (see the lease for why no other
-// replica can hold the Lease before it). Once begun, the tenure holds until
-// the deadline passes, read by a timer or from the clock, whichever comes
-// first, or until it is lost (Lose): then its context is cancelled with
+// (internal/leaderelection's Lease) or a shard member's, the
+// deadline-and-loss half the two share. Its deadline is the start of the
+// last Lease write that succeeded plus RenewDeadline, on the monotonic
+// clock (see leaderelection.Lease for why no other replica can hold the
+// Lease before it). Once begun, the tenure holds until the deadline
+// passes, read by a timer or from the clock, whichever comes first, or
+// until it is lost (Lose): then its context is cancelled with
 // the cause, onLost runs once, and it is lost for good. A renewal that
 // started at or after the deadline comes too late, and loses it too:
 // after a pause (SIGSTOP, a frozen VM, CPU starvation) a renewal's timer
