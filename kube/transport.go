@@ -15,6 +15,7 @@ import (
 	"golang.org/x/net/http2"
 
 	"github.com/z5labs/humus/kube/internal/throttle"
+	"github.com/z5labs/humus/kube/internal/token"
 )
 
 // The transport's settings, and where each comes from. client-go reads the
@@ -49,7 +50,7 @@ const (
 //     Propagator, never OpenTelemetry's globals: a client span and
 //     otelhttp's client instruments for every request but a watch and a
 //     background Lease, Event or review request (background.go);
-//   - the bearer token from Connection.Token (token.go);
+//   - the bearer token from Connection.Token (internal/token);
 //   - a congestion window that adapts to the API server's 429 answers,
 //     which the Lease's requests and watches skip (internal/throttle);
 //   - a net/http Transport that dials s.Host.Dial, runs TLS with a clone of
@@ -61,7 +62,7 @@ type transport struct {
 
 	base   *http.Transport
 	h2     *http2.Transport
-	tokens *tokenSource // nil when Connection.Token is nil
+	tokens *token.Source // nil when Connection.Token is nil
 }
 
 // newTransport builds the transport of a checked Connection.
@@ -115,8 +116,8 @@ func newTransport(s *humus.Setup, c Connection) (*transport, error) {
 	tel := s.Telemetry.WithNoops()
 	var next http.RoundTripper = throttle.New(base, isWatch)
 	if c.Token != nil {
-		t.tokens = newTokenSource(c.Token, tel.LoggerProvider.Logger(instrumentationScope))
-		next = &bearer{tokens: t.tokens, next: next}
+		t.tokens = token.NewSource(c.Token, tel.LoggerProvider.Logger(instrumentationScope))
+		next = token.NewBearer(t.tokens, next)
 	}
 	next = writeHookTransport{next: next}
 	// With no-op providers and a propagator of no fields, otelhttp would
