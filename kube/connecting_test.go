@@ -21,11 +21,10 @@ import (
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/internal/apitransport"
 	"github.com/z5labs/humus/kube/internal/throttle"
+	"github.com/z5labs/humus/kube/internal/token"
 	"go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/trace"
 	"go.uber.org/goleak"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -41,17 +40,8 @@ type fakeAPIServer struct {
 	*httptest.Server
 	roots *x509.CertPool
 
-	mu       sync.Mutex
-	reqs     []arrivedRequest
-	rejected string // a bearer token answered 401 Unauthorized, as a revoked one is
-}
-
-// reject makes the server answer 401 to every request carrying the bearer
-// token token, as the API server answers a revoked one.
-func (s *fakeAPIServer) reject(token string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.rejected = token
+	mu   sync.Mutex
+	reqs []arrivedRequest
 }
 
 // arrivedRequest is what the server saw of one request.
@@ -89,14 +79,10 @@ func (s *fakeAPIServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Lock()
 	s.reqs = append(s.reqs, a)
-	rejected := s.rejected != "" && a.Authorization == "Bearer "+s.rejected
 	s.mu.Unlock()
 
 	w.Header().Set("Content-Type", "application/json")
 	switch {
-	case rejected:
-		w.WriteHeader(http.StatusUnauthorized)
-		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","message":"Unauthorized","reason":"Unauthorized","code":401}`)
 	case r.URL.Query().Get("watch") == "true":
 		fmt.Fprintln(w, `{"type":"ADDED","object":{"kind":"Namespace","apiVersion":"v1","metadata":{"name":"watched","resourceVersion":"2"}}}`)
 		w.(http.Flusher).Flush()
@@ -138,24 +124,6 @@ func (d *recordingDialer) dialled() []string {
 	return append([]string(nil), d.addrs...)
 }
 
-// fakeClock is a fake time for the token source.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
 // countingToken is a Connection.Token that counts its calls and returns what its
 // next field says.
 type countingToken struct {
@@ -177,12 +145,11 @@ func (ts *countingToken) Token(context.Context) (string, error) {
 }
 
 // clientFixture is a Client on a Host whose Dial reaches an fakeAPIServer, with
-// in-memory telemetry and a fake clock.
+// in-memory telemetry.
 type clientFixture struct {
 	server *fakeAPIServer
 	dialer *recordingDialer
 	tel    *humustest.Telemetry
-	clock  *fakeClock
 	client *Client
 	kube   kubernetes.Interface
 }
@@ -194,7 +161,7 @@ func newClientFixture(t testing.TB, c Connection) *clientFixture {
 
 func newClientFixtureOn(t testing.TB, srv *fakeAPIServer, c Connection) *clientFixture {
 	t.Helper()
-	f := &clientFixture{server: srv, tel: humustest.NewTelemetry(t), clock: &fakeClock{now: time.Unix(1_700_000_000, 0)}}
+	f := &clientFixture{server: srv, tel: humustest.NewTelemetry(t)}
 	f.dialer = &recordingDialer{to: f.server.Listener.Addr().String()}
 	if c.Server == "" {
 		c.Server = "example.com:443" // httptest's certificate covers example.com
@@ -205,9 +172,6 @@ func newClientFixtureOn(t testing.TB, srv *fakeAPIServer, c Connection) *clientF
 	s := &humus.Setup{Host: humus.Host{Dial: f.dialer.Dial}, Telemetry: f.tel.Telemetry}
 	client, err := NewClient(s, c)
 	require.NoError(t, err)
-	if client.transport.tokens != nil {
-		client.transport.tokens.now = f.clock.Now
-	}
 	t.Cleanup(client.transport.CloseIdleConnections)
 	f.client = client
 	f.kube, err = kubernetes.NewForConfig(client.Config())
@@ -301,191 +265,10 @@ func TestTokenIsSentAsBearer(t *testing.T) {
 	require.Equal(t, "Bearer abc", f.server.arrived()[0].Authorization)
 }
 
-func TestTokenIsTrimmedOfAFilesNewline(t *testing.T) {
-	f := newClientFixture(t, Connection{Token: newCountingToken("abc\n").Token})
-	require.NoError(t, f.list(t))
-	require.Equal(t, "Bearer abc", f.server.arrived()[0].Authorization)
-}
-
 func TestNilTokenSendsNoAuthorization(t *testing.T) {
 	f := newClientFixture(t, Connection{})
 	require.NoError(t, f.list(t))
 	require.Empty(t, f.server.arrived()[0].Authorization)
-}
-
-func TestTokenIsCalledAtMostOnceAMinute(t *testing.T) {
-	ts := newCountingToken("first")
-	f := newClientFixture(t, Connection{Token: ts.Token})
-
-	for range 20 {
-		require.NoError(t, f.list(t))
-	}
-	require.EqualValues(t, 1, ts.calls.Load())
-
-	ts.set(func() (string, error) { return "second", nil })
-	f.clock.Advance(time.Minute - time.Nanosecond)
-	require.NoError(t, f.list(t))
-	require.EqualValues(t, 1, ts.calls.Load(), "not yet a minute")
-
-	f.clock.Advance(time.Nanosecond)
-	require.NoError(t, f.list(t))
-	require.NoError(t, f.list(t))
-	require.EqualValues(t, 2, ts.calls.Load())
-
-	got := f.server.arrived()
-	require.Equal(t, "Bearer first", got[20].Authorization)
-	require.Equal(t, "Bearer second", got[21].Authorization)
-	require.Equal(t, "Bearer second", got[22].Authorization)
-}
-
-func TestA401CallsTokenAgainAtOnceButAtMostOnceEvery5s(t *testing.T) {
-	ts := newCountingToken("revoked")
-	f := newClientFixture(t, Connection{Token: ts.Token})
-	require.NoError(t, f.list(t))
-	require.EqualValues(t, 1, ts.calls.Load())
-
-	// The token is revoked while Token already returns a new one.
-	f.server.reject("revoked")
-	ts.set(func() (string, error) { return "fresh", nil })
-	f.clock.Advance(tokenRejectedPeriod)
-	err := f.list(t)
-	require.Error(t, err)
-	require.True(t, apierrors.IsUnauthorized(err), "%v", err)
-	require.NoError(t, f.list(t), "the request after a 401 carries a new token")
-	require.EqualValues(t, 2, ts.calls.Load())
-	got := f.server.arrived()
-	require.Equal(t, "Bearer revoked", got[1].Authorization)
-	require.Equal(t, "Bearer fresh", got[2].Authorization)
-
-	// A token that stays rejected: one call per tokenRejectedPeriod after
-	// the last, whatever the number of 401s.
-	f.server.reject("fresh")
-	for range 5 {
-		require.Error(t, f.list(t))
-	}
-	require.EqualValues(t, 2, ts.calls.Load(), "a call less than 5s after the last")
-	f.clock.Advance(tokenRejectedPeriod)
-	for range 5 {
-		require.Error(t, f.list(t))
-	}
-	require.EqualValues(t, 3, ts.calls.Load())
-
-	// While Token fails after a 401, the last token is still sent.
-	ts.set(func() (string, error) { return "", errors.New("token file unreadable") })
-	f.clock.Advance(tokenRejectedPeriod)
-	require.Error(t, f.list(t))
-	require.EqualValues(t, 4, ts.calls.Load())
-	require.Equal(t, "Bearer fresh", f.server.arrived()[len(f.server.arrived())-1].Authorization)
-
-	// A 401 to a token already replaced, as one in flight across a
-	// refresh, makes no call due.
-	f.server.reject("")
-	ts.set(func() (string, error) { return "third", nil })
-	f.clock.Advance(tokenPeriod)
-	require.NoError(t, f.list(t))
-	require.EqualValues(t, 5, ts.calls.Load())
-	f.clock.Advance(tokenRejectedPeriod)
-	f.client.transport.tokens.rejected("fresh")
-	require.NoError(t, f.list(t))
-	require.EqualValues(t, 5, ts.calls.Load())
-}
-
-func TestConcurrentFirstRequestsCallTokenOnce(t *testing.T) {
-	ts := newCountingToken("t")
-	f := newClientFixture(t, Connection{Token: ts.Token})
-	var wg sync.WaitGroup
-	errs := make(chan error, 30)
-	for range 30 {
-		wg.Go(func() { errs <- f.list(t) })
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	require.EqualValues(t, 1, ts.calls.Load())
-}
-
-func TestTokenKeepsTheLastTokenWhileACallFails(t *testing.T) {
-	ts := newCountingToken("good")
-	f := newClientFixture(t, Connection{Token: ts.Token})
-	require.NoError(t, f.list(t))
-
-	ts.set(func() (string, error) { return "", errors.New("token file unreadable") })
-	f.clock.Advance(time.Minute)
-	require.NoError(t, f.list(t))
-	require.EqualValues(t, 2, ts.calls.Load())
-	require.NoError(t, f.list(t))
-	require.EqualValues(t, 2, ts.calls.Load(), "a failing Token is called at most once a minute too")
-
-	ts.set(func() (string, error) { panic("kaput") })
-	f.clock.Advance(time.Minute)
-	require.NoError(t, f.list(t))
-	ts.set(func() (string, error) { return "", nil })
-	f.clock.Advance(time.Minute)
-	require.NoError(t, f.list(t))
-	require.EqualValues(t, 4, ts.calls.Load())
-
-	for _, a := range f.server.arrived() {
-		require.Equal(t, "Bearer good", a.Authorization)
-	}
-
-	records := f.tel.Records()
-	require.Len(t, records, 3, "one WARN record per failed call")
-	require.Contains(t, records[0].Body().AsString(), "last token is kept")
-	var msgs []string
-	for _, r := range records {
-		require.Equal(t, "WARN", r.SeverityText())
-		r.WalkAttributes(func(kv attribute.KeyValue) bool {
-			if kv.Key == "exception.message" {
-				msgs = append(msgs, kv.Value.AsString())
-			}
-			return true
-		})
-	}
-	require.Equal(t, []string{
-		"kube: Connection.Token: token file unreadable",
-		"kube: Connection.Token panicked: kaput",
-		"kube: Connection.Token returned an empty token",
-	}, msgs)
-
-	ts.set(func() (string, error) { return "rotated", nil })
-	f.clock.Advance(time.Minute)
-	require.NoError(t, f.list(t))
-	got := f.server.arrived()
-	require.Equal(t, "Bearer rotated", got[len(got)-1].Authorization)
-}
-
-func TestFirstTokenFailureFailsTheRequest(t *testing.T) {
-	for name, tc := range map[string]struct {
-		token func() (string, error)
-		want  string
-	}{
-		"error": {func() (string, error) { return "", errors.New("no such file") }, "kube: Connection.Token: no such file"},
-		"panic": {func() (string, error) { panic("boom") }, "kube: Connection.Token panicked: boom"},
-		"empty": {func() (string, error) { return "", nil }, "kube: Connection.Token returned an empty token"},
-		"blank": {func() (string, error) { return " \n", nil }, "kube: Connection.Token returned an empty token"},
-		"inner newline": {
-			func() (string, error) { return "abc\ndef", nil },
-			"kube: Connection.Token returned a token with a space or a control character at byte 3",
-		},
-	} {
-		t.Run(name, func(t *testing.T) {
-			ts := &countingToken{}
-			ts.set(tc.token)
-			f := newClientFixture(t, Connection{Token: ts.Token})
-
-			err := f.list(t)
-			require.ErrorContains(t, err, tc.want)
-			require.Empty(t, f.server.arrived(), "no request is sent without its token")
-
-			// Until a call succeeds, every request calls Token.
-			ts.set(func() (string, error) { return "late", nil })
-			require.NoError(t, f.list(t))
-			require.EqualValues(t, 2, ts.calls.Load())
-			require.Equal(t, "Bearer late", f.server.arrived()[0].Authorization)
-		})
-	}
 }
 
 func TestClientUsesNoProxyFromTheEnvironment(t *testing.T) {
@@ -703,7 +486,7 @@ func TestNilTelemetryRecordsNothingAndNeedsNoGlobals(t *testing.T) {
 	require.Empty(t, srv.arrived()[0].Traceparent, "no propagator, no header")
 	require.Equal(t, "Bearer t", srv.arrived()[0].Authorization)
 	require.IsType(t, apitransport.WriteHooks{}, client.transport.RoundTripper, "nothing to record with: no otelhttp")
-	require.IsType(t, &bearer{}, client.transport.RoundTripper.(apitransport.WriteHooks).Next)
+	require.IsType(t, &token.Bearer{}, client.transport.RoundTripper.(apitransport.WriteHooks).Next)
 
 	// humus.Run hands Init the Telemetry with no-op providers in place of
 	// nil ones.
@@ -796,80 +579,6 @@ func BenchmarkClientsetList(b *testing.B) {
 		if _, err := f.kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{}); err != nil {
 			b.Fatal(err)
 		}
-	}
-}
-
-// blockingToken is a Connection.Token that ignores its context and returns
-// token only once release is closed.
-type blockingToken struct {
-	calls   atomic.Int32
-	called  chan struct{}
-	release chan struct{}
-	token   string
-}
-
-func newBlockingToken(token string) *blockingToken {
-	return &blockingToken{called: make(chan struct{}, 10), release: make(chan struct{}), token: token}
-}
-
-func (b *blockingToken) Token(context.Context) (string, error) {
-	b.calls.Add(1)
-	b.called <- struct{}{}
-	<-b.release
-	return b.token, nil
-}
-
-func (f *clientFixture) listCtx(ctx context.Context) error {
-	_, err := f.kube.CoreV1().Namespaces().List(ctx, metav1.ListOptions{})
-	return err
-}
-
-func TestARequestWaitsForABlockedFirstTokenNoLongerThanItsContext(t *testing.T) {
-	bt := newBlockingToken("late")
-	f := newClientFixture(t, Connection{Token: bt.Token})
-
-	ctx, cancel := context.WithCancel(t.Context())
-	go func() { <-bt.called; cancel() }()
-	err := f.listCtx(ctx)
-	require.ErrorIs(t, err, context.Canceled)
-	require.ErrorContains(t, err, "kube: waiting for Connection.Token")
-	require.Empty(t, f.server.arrived())
-
-	close(bt.release)
-	require.NoError(t, f.list(t))
-	require.EqualValues(t, 1, bt.calls.Load(), "the late call's token is kept")
-	require.Equal(t, "Bearer late", f.server.arrived()[0].Authorization)
-}
-
-func TestABlockedRefreshHoldsUpNoOtherRequest(t *testing.T) {
-	ts := newCountingToken("first")
-	f := newClientFixture(t, Connection{Token: ts.Token})
-	require.NoError(t, f.list(t))
-
-	bt := newBlockingToken("second")
-	ts.set(func() (string, error) { return bt.Token(t.Context()) })
-	f.clock.Advance(time.Minute)
-	ctx, cancel := context.WithCancel(t.Context())
-	refreshing := make(chan error, 1)
-	go func() { refreshing <- f.listCtx(ctx) }()
-	<-bt.called
-
-	for range 5 {
-		require.NoError(t, f.list(t), "requests go on with the last token during a refresh")
-	}
-	cancel()
-	require.ErrorIs(t, <-refreshing, context.Canceled)
-
-	close(bt.release)
-	// The refresh's goroutine holds the one call until Token has returned
-	// and its token is kept.
-	f.client.transport.tokens.call <- struct{}{}
-	<-f.client.transport.tokens.call
-	require.NoError(t, f.list(t))
-	require.Equal(t, "Bearer second", f.server.arrived()[6].Authorization, "the late refresh's token is kept")
-	require.EqualValues(t, 2, ts.calls.Load())
-	for _, a := range f.server.arrived()[:6] {
-		require.Equal(t, "Bearer first", a.Authorization)
 	}
 }
 

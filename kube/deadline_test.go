@@ -174,33 +174,6 @@ func TestAnotherHolderSeenStopsTheWorkAtOnce(t *testing.T) {
 	})
 }
 
-func TestTheLeaseIsValidOnlyBeforeItsDeadlineByTheClock(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newFakeCluster(t)
-		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(), noopReconciler())
-		lost := make(chan struct{})
-		l := c.newLease(context.Background(), func() { close(lost) })
-		require.ErrorIs(t, l.valid(), errNotLeading, "before it leads")
-
-		l.renewed(time.Now())
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		l.startLeading(ctx)
-		require.NoError(t, l.valid())
-		l.renewed(time.Now().Add(-9 * time.Second)) // a renewal that took 9s
-		require.NoError(t, l.valid())
-
-		// At the deadline the Lease is lost, whether or not the timer's
-		// goroutine has run yet, as in a process just woken.
-		time.Sleep(time.Second)
-		require.ErrorIs(t, l.valid(), errLeaseExpired)
-		<-lost
-		require.ErrorIs(t, context.Cause(l.ctx), errLeaseExpired)
-		l.renewed(time.Now())
-		require.ErrorIs(t, l.valid(), errLeaseExpired, "a loss is for good")
-	})
-}
-
 func TestNoLeaseRequestIsSentOnceTheLeaseIsLost(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		// client-go's release after a failed renewal starts with a Get,

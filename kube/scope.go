@@ -14,10 +14,10 @@ import (
 // key it reconciles and its Recorder. ReconcileTest.Context makes one with
 // a test's caches and Recorder and no lease.
 type scope struct {
-	// lease is the replica's right to work: a leader's *lease, or a
-	// *member with Sharding on (mayWork, takeKey). nil in the package's
-	// tests, which then may always work.
-	lease interface{ valid() error }
+	// lease is the replica's right to work: a leader's
+	// *leaderelection.Lease, or a *member with Sharding on (mayWork,
+	// takeKey). nil in the package's tests, which then may always work.
+	lease interface{ Valid() error }
 	// c is the reconcile's Controller, for ListerFrom and its owned
 	// writes; nil in a worker's context.
 	c *Controller
@@ -39,8 +39,9 @@ func scopeOf(ctx context.Context) *scope {
 	return s
 }
 
-// withLease returns ctx, a worker's, carrying l, a *lease or a *member.
-func withLease(ctx context.Context, l interface{ valid() error }) context.Context {
+// withLease returns ctx, a worker's, carrying l, a *leaderelection.Lease or a
+// *member.
+func withLease(ctx context.Context, l interface{ Valid() error }) context.Context {
 	return context.WithValue(ctx, scopeKey{}, &scope{lease: l})
 }
 

@@ -17,6 +17,7 @@ import (
 	"k8s.io/klog/v2"
 
 	"github.com/z5labs/humus/kube/internal/echoes"
+	"github.com/z5labs/humus/kube/internal/leaderelection"
 	"github.com/z5labs/humus/kube/internal/objcache"
 	"github.com/z5labs/humus/kube/internal/priorityqueue"
 )
@@ -136,50 +137,20 @@ func (c *Controller) lead(ctx, workCtx context.Context, informers *informerSet, 
 		return c.serveShard(ctx, workCtx, informers, td, unserved)
 	}
 	l := c.newLease(workCtx, c.forceStop)
-	election, err := c.campaign(ctx, l)
+	election, err := leaderelection.Campaign(ctx, l)
 	if err != nil {
 		return err
 	}
 	w := &workers{c: c, informers: informers, stopping: make(chan struct{})}
 	err = w.run(ctx, withLease(workCtx, l), l, unserved)
 
-	td.stopWork(w.stop, election.stop)
+	td.stopWork(w.stop, election.Stop)
 
-	if cause := l.lostCause(); cause != nil {
+	if cause := l.LostCause(); cause != nil {
 		c.tel.log.WarnContext(ctx, "lost the lease", "controller", c.settings.Name, "cause", cause.Error())
 		return ErrLostLeadership
 	}
 	return err
-}
-
-// election is client-go's LeaderElector running on a lease.
-type election struct {
-	l      *lease
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
-}
-
-// campaign runs the controller's elector on l, with ctx's values.
-func (c *Controller) campaign(ctx context.Context, l *lease) (*election, error) {
-	elector, err := c.newElector(l)
-	if err != nil {
-		return nil, err
-	}
-	e := &election{l: l}
-	electionCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	e.cancel = cancel
-	e.wg.Go(func() { elector.Run(electionCtx) })
-	return e, nil
-}
-
-// stop stops the elector, which releases the Lease unless it was lost,
-// and waits for it. Only the workers' being done makes the release safe,
-// as ReleaseOnCancel's doc requires.
-func (e *election) stop() {
-	e.l.stop()
-	e.cancel()
-	e.wg.Wait()
-	e.l.done()
 }
 
 // workers are the controller's Settings.Workers workers.
@@ -193,17 +164,17 @@ type workers struct {
 // run waits for the Lease, then works (see work), with workers whose
 // context carries l. Lost before it led, it returns why: another process
 // holds the Lease with this replica's identity.
-func (w *workers) run(ctx, workCtx context.Context, l *lease, unserved <-chan error) error {
+func (w *workers) run(ctx, workCtx context.Context, l *leaderelection.Lease, unserved <-chan error) error {
 	select {
 	case <-ctx.Done():
 		return nil
 	case err := <-unserved:
 		return err
-	case <-l.ctx.Done():
-		return context.Cause(l.ctx)
-	case <-l.started:
+	case <-l.Context().Done():
+		return context.Cause(l.Context())
+	case <-l.Started():
 	}
-	return w.work(ctx, workCtx, l.ctx, "took the Lease", unserved)
+	return w.work(ctx, workCtx, l.Context(), "took the Lease", unserved)
 }
 
 // work waits for the caches to catch up, then starts the workers, and

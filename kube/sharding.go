@@ -120,13 +120,13 @@ func (c *Controller) serveShard(ctx, workCtx context.Context, cs *informerSet, t
 	spawn(m.run)
 
 	w := &workers{c: c, informers: cs, stopping: make(chan struct{})}
-	err = w.work(ctx, withLease(workCtx, m), m.ctx, "joined its members", unserved)
+	err = w.work(ctx, withLease(workCtx, m), m.Context(), "joined its members", unserved)
 	// leave releases the Lease unless it was lost.
 	td.stopWork(w.stop, func() {
 		stopBackground()
 		m.leave(ctx)
 	})
-	if cause := m.lostCause(); cause != nil {
+	if cause := m.LostCause(); cause != nil {
 		c.tel.log.WarnContext(ctx, "lost the lease", "controller", c.settings.Name, "cause", cause.Error())
 		return ErrLostLeadership
 	}

@@ -19,6 +19,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/z5labs/humus/kube/internal/priorityqueue"
+	"github.com/z5labs/humus/kube/internal/tenure"
 )
 
 // A shard member's life: its Lease, created as it joins, renewed every
@@ -62,7 +63,7 @@ var errSameIdentity = errors.New("kube: another replica with this member's Leade
 type member struct {
 	// The deadline and the loss; begun once the member's Lease is
 	// created, and its onLost cancels the reconciles in flight.
-	*tenure
+	*tenure.Tenure
 
 	id        string
 	instance  string // this process's, on its Lease
@@ -129,7 +130,7 @@ func (c *Controller) newMember(parent context.Context, cs *informerSet) (*member
 		objects:   cs.resource.GetIndexer(),
 		inst:      inst,
 		attrs:     controllerAttr(c.settings.Name),
-		tenure:    newTenure(parent, le.RenewDeadline, c.forceStop),
+		Tenure:    tenure.New(parent, le.RenewDeadline, c.forceStop),
 		log:       c.tel.log,
 		wake:      make(chan struct{}, 1),
 		inflight:  map[string]*take{},
@@ -287,7 +288,7 @@ func (m *member) run(ctx context.Context) {
 		case <-ctx.Done():
 			expiry.Stop()
 			return
-		case <-m.ctx.Done():
+		case <-m.Context().Done():
 			expiry.Stop()
 			return
 		case <-m.wake:
@@ -312,7 +313,7 @@ func (m *member) run(ctx context.Context) {
 // the member a fresh deadline, while the others have confirmed its Lease
 // expired and taken its keys.
 func (m *member) write(ctx context.Context, v view) error {
-	if err := m.current(); err != nil {
+	if err := m.Current(); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -324,12 +325,12 @@ func (m *member) write(ctx context.Context, v view) error {
 	// A write still in flight once the Lease is lost is abandoned.
 	wctx, cancel := context.WithTimeout(ctx, m.le.RenewDeadline)
 	defer cancel()
-	defer context.AfterFunc(m.ctx, cancel)()
+	defer context.AfterFunc(m.Context(), cancel)()
 	start := time.Now()
 	got, err := m.leases.Update(wctx, l, metav1.UpdateOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		m.lose(errLeaseDeleted)
+		m.Lose(errLeaseDeleted)
 		return err
 	case apierrors.IsConflict(err):
 		// A renewal of its own, abandoned at its timeout, may have landed:
@@ -338,11 +339,11 @@ func (m *member) write(ctx context.Context, v view) error {
 		fresh, gerr := m.leases.Get(wctx, m.leaseName, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(gerr):
-			m.lose(errLeaseDeleted)
+			m.Lose(errLeaseDeleted)
 		case gerr == nil && (fresh.Spec.HolderIdentity == nil || *fresh.Spec.HolderIdentity != m.id):
-			m.lose(errOtherHolder)
+			m.Lose(errOtherHolder)
 		case gerr == nil && fresh.Annotations[shardInstanceAnnotation] != m.instance:
-			m.lose(errSameIdentity)
+			m.Lose(errSameIdentity)
 		case gerr == nil:
 			m.mu.Lock()
 			m.own.ResourceVersion = fresh.ResourceVersion
@@ -353,7 +354,7 @@ func (m *member) write(ctx context.Context, v view) error {
 		return err
 	}
 	m.mu.Lock()
-	if m.lostErr() == nil {
+	if m.LostErr() == nil {
 		if v.key != m.acked.key {
 			m.since = append(m.since, v)
 		}
@@ -369,14 +370,14 @@ func (m *member) write(ctx context.Context, v view) error {
 // Lease was lost meanwhile or the write started at or after the deadline,
 // too late (see tenure); the first begins its tenure.
 func (m *member) renewed(start time.Time, got *coordinationv1.Lease) {
-	m.tenure.renewed(start)
-	if m.lostErr() != nil {
+	m.Tenure.Renewed(start)
+	if m.LostErr() != nil {
 		return
 	}
 	m.mu.Lock()
 	m.own = got
 	m.mu.Unlock()
-	m.commence()
+	m.Commence()
 }
 
 // leave releases the member's Lease, so its keys move at once: an update
@@ -384,13 +385,13 @@ func (m *member) renewed(start time.Time, got *coordinationv1.Lease) {
 // both within RetryPeriod. A lost Lease is left alone.
 func (m *member) leave(ctx context.Context) {
 	m.mu.Lock()
-	if m.lostErr() != nil || m.own == nil {
+	if m.LostErr() != nil || m.own == nil {
 		m.mu.Unlock()
 		return
 	}
 	l := m.own.DeepCopy()
 	m.mu.Unlock()
-	m.lose(errNotLeading)
+	m.Lose(errNotLeading)
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.le.RetryPeriod)
 	defer cancel()
 	l.Spec.HolderIdentity = ptr.To("")
@@ -440,7 +441,7 @@ func newShardInstruments(m metric.Meter) (shardInstruments, error) {
 // only once the view has changed since.
 func (m *member) record(ctx context.Context) {
 	m.mu.Lock()
-	v, active := m.acked, m.active && m.lostErr() == nil
+	v, active := m.acked, m.active && m.LostErr() == nil
 	var n int64
 	if active {
 		if m.countedView != v.key {

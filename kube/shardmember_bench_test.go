@@ -8,6 +8,8 @@ import (
 
 	"go.opentelemetry.io/otel/metric/noop"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/z5labs/humus/kube/internal/tenure"
 )
 
 // benchMember is an active member of three, "b" of a, b and c, whose
@@ -29,7 +31,7 @@ func benchMember(b *testing.B, n int) *member {
 		objects:  objects,
 		inst:     inst,
 		attrs:    controllerAttr("bench"),
-		tenure:   newTenure(b.Context(), time.Minute, func() {}),
+		Tenure:   tenure.New(b.Context(), time.Minute, func() {}),
 		inflight: map[string]*take{},
 		peers:    map[string]*peer{},
 		acked:    newView([]string{"a", "b", "c"}),
@@ -88,7 +90,7 @@ func TestTheShardKeysGaugeKeepsItsCount(t *testing.T) {
 	objects := cache.NewIndexer(cache.DeletionHandlingMetaNamespaceKeyFunc, cache.Indexers{})
 	m := &member{
 		id: "b", objects: objects, inst: inst, attrs: controllerAttr("test"),
-		tenure: newTenure(t.Context(), time.Minute, func() {}),
+		Tenure: tenure.New(t.Context(), time.Minute, func() {}),
 		acked:  newView([]string{"a", "b", "c"}), active: true,
 		mine: map[uint64]struct{}{},
 	}

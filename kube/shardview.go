@@ -327,7 +327,7 @@ type take struct {
 // changes, in every view since the last agreed one (keeps). A key taken
 // must be handed to end, with its take, once its reconcile has returned.
 func (m *member) begin(ctx context.Context, key string) (context.Context, *take, bool) {
-	if m.valid() != nil {
+	if m.Valid() != nil {
 		return nil, nil, false
 	}
 	m.mu.Lock()

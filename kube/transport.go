@@ -8,6 +8,7 @@ import (
 
 	"github.com/z5labs/humus/kube/internal/apitransport"
 	"github.com/z5labs/humus/kube/internal/throttle"
+	"github.com/z5labs/humus/kube/internal/token"
 )
 
 // transport is the RoundTripper behind Client.Config, from the outside in:
@@ -18,7 +19,7 @@ import (
 //     background Lease, Event or review request (apitransport.Traced);
 //   - the reconcile's write hook, which notes its writes to owned
 //     resources (apitransport.WriteHooks, ownedcreations.go);
-//   - the bearer token from Connection.Token (token.go);
+//   - the bearer token from Connection.Token (internal/token);
 //   - a congestion window that adapts to the API server's 429 answers,
 //     which the Lease's requests and watches skip (internal/throttle);
 //   - a net/http Transport that dials s.Host.Dial, runs TLS with a clone of
@@ -30,7 +31,7 @@ type transport struct {
 
 	base   *http.Transport
 	h2     *http2.Transport
-	tokens *tokenSource // nil when Connection.Token is nil
+	tokens *token.Source // nil when Connection.Token is nil
 }
 
 // newTransport builds the transport of a checked Connection.
@@ -43,8 +44,8 @@ func newTransport(s *humus.Setup, c Connection) (*transport, error) {
 	tel := s.Telemetry.WithNoops()
 	var next http.RoundTripper = throttle.New(base, apitransport.IsWatch)
 	if c.Token != nil {
-		t.tokens = newTokenSource(c.Token, tel.LoggerProvider.Logger(instrumentationScope))
-		next = &bearer{tokens: t.tokens, next: next}
+		t.tokens = token.NewSource(c.Token, tel.LoggerProvider.Logger(instrumentationScope))
+		next = token.NewBearer(t.tokens, next)
 	}
 	next = apitransport.WriteHooks{Next: next}
 	t.RoundTripper = apitransport.Traced(next, tel)

@@ -1,4 +1,19 @@
-package kube
+// Package token is the bearer token every request to the API server
+// carries: a Source calls package kube's Connection.Token at most once
+// every Period and keeps its last token, and Bearer is the RoundTripper
+// that adds it to each request, as client-go's bearerAuthRoundTripper and
+// cachingTokenSource do.
+//
+// It owns Source, NewSource, Bearer, NewBearer, Period and RejectedPeriod.
+// Its invariants: one call of Connection.Token in flight at a time; no
+// request waits for it longer than its own context, nor at all while a
+// token is in hand; a token once returned is kept while later calls fail
+// (each failure one WARN record), and replaced only by a call that
+// succeeds; a 401 to the last token makes a call due at once, but no
+// sooner than RejectedPeriod after the last call; no request is sent
+// without its token, and a request that carries an Authorization header
+// already is left as it is.
+package token
 
 import (
 	"context"
@@ -13,40 +28,40 @@ import (
 	otellog "go.opentelemetry.io/otel/log"
 )
 
-// tokenPeriod is how long the transport uses a token before it calls
+// Period is how long the transport uses a token before it calls
 // Connection.Token again. It is client-go's: a BearerTokenFile is read
 // again every minute (transport/token_source.go, NewCachedFileTokenSource).
 // The kubelet rotates a projected service account token well before it
 // expires (at 80% of its lifetime, an hour at least), so a minute-old token
 // is always still valid.
-const tokenPeriod = time.Minute
+const Period = time.Minute
 
-// tokenRejectedPeriod is how soon after its last call the transport calls
+// RejectedPeriod is how soon after its last call the transport calls
 // Connection.Token again once the API server answers 401 Unauthorized to
 // a request that carried the last token: a token revoked before it
 // expires (its ServiceAccount, or the pod or Secret it is bound to,
-// deleted) is replaced at once rather than up to tokenPeriod later, as
+// deleted) is replaced at once rather than up to Period later, as
 // client-go's cachingTokenSource resets on a 401 (transport/token_source.go,
 // ResettableTokenSource), but a token that stays rejected makes no more
-// than one call every tokenRejectedPeriod.
-const tokenRejectedPeriod = 5 * time.Second
+// than one call every RejectedPeriod.
+const RejectedPeriod = 5 * time.Second
 
-// tokenSource calls a Connection's Token at most once every tokenPeriod,
+// Source calls a Connection's Token at most once every Period,
 // and keeps the last token it returned while a later call fails. A 401
 // answer to a request that carried the last token makes the next request
-// call Token again, no sooner than tokenRejectedPeriod after the last call
+// call Token again, no sooner than RejectedPeriod after the last call
 // (rejected).
 //
 // Until a call has succeeded, every request calls Token, since there is no
 // token to keep, and a failure fails the request. Once one has, Token is
-// called again only a tokenPeriod after the last call, whether that call
+// called again only Period after the last call, whether that call
 // succeeded or not, so a failing Token is called at most once a minute too.
 // A single call is in flight at a time: requests wait for it only while
 // there is no token yet, and otherwise go on with the last one. The request
 // that makes a call waits for it no longer than its own context, even when
 // Token ignores the context: the call goes on in a goroutine of its own
 // until Token returns, and what it returns is kept for later requests.
-type tokenSource struct {
+type Source struct {
 	fn     func(ctx context.Context) (string, error)
 	now    func() time.Time
 	logger otellog.Logger
@@ -61,8 +76,10 @@ type tokenSource struct {
 	last  time.Time // when the last call of fn returned
 }
 
-func newTokenSource(fn func(ctx context.Context) (string, error), logger otellog.Logger) *tokenSource {
-	return &tokenSource{
+// NewSource returns the Source of fn, Connection.Token, whose warnings go
+// to logger.
+func NewSource(fn func(ctx context.Context) (string, error), logger otellog.Logger) *Source {
+	return &Source{
 		fn:     fn,
 		now:    time.Now,
 		logger: logger,
@@ -72,7 +89,7 @@ func newTokenSource(fn func(ctx context.Context) (string, error), logger otellog
 
 // Token returns the token a request to carry, calling Connection.Token when
 // it is due.
-func (s *tokenSource) Token(ctx context.Context) (string, error) {
+func (s *Source) Token(ctx context.Context) (string, error) {
 	s.mu.Lock()
 	token, due := s.token, !s.now().Before(s.next)
 	s.mu.Unlock()
@@ -135,33 +152,33 @@ func (s *tokenSource) Token(ctx context.Context) (string, error) {
 // record keeps what a call of Connection.Token returned, and returns the
 // token a request is to carry: the fresh one, or the last one when the call
 // failed, or the call's error when there is no last one.
-func (s *tokenSource) record(ctx context.Context, fresh string, err error) (string, error) {
+func (s *Source) record(ctx context.Context, fresh string, err error) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.last = s.now()
 	if err == nil {
-		s.token, s.next = fresh, s.now().Add(tokenPeriod)
+		s.token, s.next = fresh, s.now().Add(Period)
 		return fresh, nil
 	}
 	if s.token == "" {
 		return "", err
 	}
-	s.next = s.now().Add(tokenPeriod)
+	s.next = s.now().Add(Period)
 	s.warn(ctx, err)
 	return s.token, nil
 }
 
 // rejected records that the API server answered 401 Unauthorized to a
 // request that carried token: if it is still the last token, Token is due
-// again at once, or tokenRejectedPeriod after the last call if that is
+// again at once, or RejectedPeriod after the last call if that is
 // later. The last token is still sent until a call returns a new one.
-func (s *tokenSource) rejected(token string) {
+func (s *Source) rejected(token string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if token != s.token {
 		return // already replaced, or never kept
 	}
-	due := s.last.Add(tokenRejectedPeriod)
+	due := s.last.Add(RejectedPeriod)
 	if now := s.now(); due.Before(now) {
 		due = now
 	}
@@ -173,7 +190,7 @@ func (s *tokenSource) rejected(token string) {
 // callToken calls Connection.Token, trimming the token's surrounding white
 // space, and turning a panic, an empty token or one no header can carry
 // into an error naming Connection.Token.
-func (s *tokenSource) callToken(ctx context.Context) (token string, err error) {
+func (s *Source) callToken(ctx context.Context) (token string, err error) {
 	defer func() {
 		if v := recover(); v != nil {
 			token, err = "", fmt.Errorf("kube: Connection.Token panicked: %v", v)
@@ -198,7 +215,7 @@ func (s *tokenSource) callToken(ctx context.Context) (token string, err error) {
 // warn records that a call failed and the last token was kept, as
 // client-go logs "Unable to rotate token" (transport/token_source.go), but
 // to s.Telemetry's LoggerProvider rather than klog.
-func (s *tokenSource) warn(ctx context.Context, err error) {
+func (s *Source) warn(ctx context.Context, err error) {
 	var r otellog.Record
 	r.SetTimestamp(s.now())
 	r.SetSeverity(otellog.SeverityWarn)
@@ -208,18 +225,26 @@ func (s *tokenSource) warn(ctx context.Context, err error) {
 	s.logger.Emit(ctx, r)
 }
 
-// bearer is the RoundTripper that adds the token to every request, as
+// Bearer is the RoundTripper that adds the token to every request, as
 // client-go's bearerAuthRoundTripper does (transport/round_trippers.go): a
 // request that already carries an Authorization header is left as it is.
 // A 401 answer to a request it added the token to makes the token source
-// call Connection.Token again (tokenSource.rejected), as client-go's does
+// call Connection.Token again (Source.rejected), as client-go's does
 // with a ResettableTokenSource.
-type bearer struct {
-	tokens *tokenSource
+type Bearer struct {
+	tokens *Source
 	next   http.RoundTripper
 }
 
-func (b *bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+// NewBearer returns the RoundTripper that adds tokens' token to every
+// request it hands next.
+func NewBearer(tokens *Source, next http.RoundTripper) *Bearer {
+	return &Bearer{tokens: tokens, next: next}
+}
+
+// RoundTrip adds the token to r, unless it carries an Authorization
+// header already, and hands it to the next RoundTripper.
+func (b *Bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Header.Get("Authorization") != "" {
 		return b.next.RoundTrip(r)
 	}
