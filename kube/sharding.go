@@ -125,7 +125,7 @@ func (c *Controller) serveShard(ctx, workCtx context.Context, cs *informerSet, t
 
 	w := &workers{c: c, informers: cs, stopping: make(chan struct{})}
 	err = w.work(ctx, withLease(workCtx, m), m.ctx, "joined its members", unserved)
-	// leave releases the Lease unless it was lost.
+	// Leave releases the Lease unless it was lost.
 	td.stopWork(w.stop, func() {
 		stopBackground()
 		m.Leave(ctx)
