@@ -8,7 +8,11 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
+
+	"github.com/z5labs/humus/kube/internal/sharding"
+	"github.com/z5labs/humus/kube/internal/tenure"
 )
 
 // Sharding shares a controller's objects among its replicas, so that
@@ -110,21 +114,21 @@ func (c *Controller) serveShard(ctx, workCtx context.Context, cs *informerSet, t
 	}
 	defer stopBackground() // a failed join's informer
 	spawn := func(f func(context.Context)) { bg.Go(func() { f(bgCtx) }) }
-	if err := m.join(ctx, spawn); err != nil {
+	if err := m.Join(ctx, spawn); err != nil {
 		if ctx.Err() != nil {
-			m.leave(ctx)
+			m.Leave(ctx)
 			return nil
 		}
 		return fmt.Errorf("kube: controller %s joining its members: %w", c.settings.Name, err)
 	}
-	spawn(m.run)
+	spawn(m.Run)
 
 	w := &workers{c: c, informers: cs, stopping: make(chan struct{})}
-	err = w.work(ctx, withLease(workCtx, m), m.Context(), "joined its members", unserved)
-	// leave releases the Lease unless it was lost.
+	err = w.work(ctx, withLease(workCtx, m), m.Tenure.Context(), "joined its members", unserved)
+	// Leave releases the Lease unless it was lost.
 	td.stopWork(w.stop, func() {
 		stopBackground()
-		m.leave(ctx)
+		m.Leave(ctx)
 	})
 	if cause := m.LostCause(); cause != nil {
 		c.tel.log.WarnContext(ctx, "lost the lease", "controller", c.settings.Name, "cause", cause.Error())
@@ -135,8 +139,9 @@ func (c *Controller) serveShard(ctx, workCtx context.Context, cs *informerSet, t
 
 // takeKey reports whether a worker of ctx reconciles key, and returns
 // the reconcile's context: ctx itself without Sharding, and with it one
-// the member may cancel, if the member takes key (begin). A key not taken
-// is forgotten by the queue: its owner has it. done ends the take.
+// the member may cancel, if the member takes key (sharding.Member.Take).
+// A key not taken is forgotten by the queue: its owner has it. done ends
+// the take.
 func takeKey(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], key string) (rctx context.Context, done func(), ok bool) {
 	var m *member
 	if s := scopeOf(ctx); s != nil {
@@ -145,10 +150,49 @@ func takeKey(ctx context.Context, queue workqueue.TypedRateLimitingInterface[str
 	if m == nil {
 		return ctx, func() {}, true
 	}
-	rctx, t, ok := m.begin(ctx, key)
+	rctx, done, ok = m.Take(ctx, key)
 	if !ok {
 		queue.Forget(key)
 		return nil, nil, false
 	}
-	return rctx, func() { m.end(key, t) }, true
+	return rctx, done, true
+}
+
+// member is a replica of a controller with Sharding on: the shard member
+// (internal/sharding), and the tenure its Lease gives it, which a
+// worker's scope asks whether it may work (Valid) and serveShard why it
+// was lost (LostCause).
+type member struct {
+	*sharding.Member
+	*tenure.Tenure
+}
+
+// newMember returns the controller's member, not yet joined. Its lost
+// context derives from parent's values.
+func (c *Controller) newMember(parent context.Context, cs *informerSet) (*member, error) {
+	le := c.settings.LeaderElection
+	t := tenure.New(parent, le.RenewDeadline, c.forceStop)
+	m, err := sharding.New(sharding.Config{
+		Identity:  le.Identity,
+		Name:      c.settings.Name,
+		LeaseName: shardLeaseName(c.settings),
+		Namespace: le.Namespace,
+		Durations: sharding.Durations{LeaseDuration: le.LeaseDuration, RenewDeadline: le.RenewDeadline, RetryPeriod: le.RetryPeriod},
+		Client:    c.clients.kube,
+		Queue:     cs.queue,
+		Objects:   cs.resource,
+		AddHandler: func(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
+			_, err := c.addHandler(inf, h)
+			return err
+		},
+		Tenure:         t,
+		ErrOtherHolder: errOtherHolder,
+		Meter:          c.tel.meter,
+		Attrs:          controllerAttr(c.settings.Name),
+		Log:            c.tel.log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &member{Member: m, Tenure: t}, nil
 }

@@ -21,41 +21,8 @@ import (
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
 
-	"github.com/z5labs/humus/kube/internal/tenure"
+	"github.com/z5labs/humus/kube/internal/sharding"
 )
-
-func TestShardOwnerMovesAboutOneNthOnAJoinOrALeave(t *testing.T) {
-	const n = 30000
-	keys := make([]string, n)
-	for i := range keys {
-		keys[i] = fmt.Sprintf("ns-%d/object-%d", i%7, i)
-	}
-	three := newView([]string{"pod-a", "pod-b", "pod-c"})
-	four := newView([]string{"pod-a", "pod-b", "pod-c", "pod-d"})
-	two := newView([]string{"pod-a", "pod-c"})
-
-	share := map[string]int{}
-	joined, left := 0, 0
-	for _, k := range keys {
-		o3, o4, o2 := three.owner(k), four.owner(k), two.owner(k)
-		share[o3]++
-		if o3 != o4 {
-			joined++
-			require.Equal(t, "pod-d", o4, "a join moves keys only to the member joining")
-		}
-		if o3 != o2 {
-			left++
-			require.Equal(t, "pod-b", o3, "a leave moves only the keys of the member leaving")
-		}
-	}
-	for id, got := range share {
-		require.InDelta(t, n/3, got, n/3*0.05, "%s's share of %d keys over 3 members", id, n)
-	}
-	require.InDelta(t, n/4, joined, n/4*0.05, "a fourth member takes about a quarter")
-	require.Equal(t, share["pod-b"], left)
-	require.Equal(t, "", newView(nil).owner("k"))
-	require.Equal(t, "pod-a,pod-b", newView([]string{"pod-b", "pod-a", "pod-b"}).key)
-}
 
 func TestCheckShardingNamesEveryMistake(t *testing.T) {
 	s := testSettings()
@@ -403,8 +370,8 @@ func TestACrashedMembersLeaseIsDeletedOnceExpired(t *testing.T) {
 		_, err := f.kube.CoordinationV1().Leases(leaseNamespace).Create(context.Background(), &coordinationv1.Lease{
 			ObjectMeta: metav1.ObjectMeta{
 				Name: dead, Namespace: leaseNamespace,
-				Labels:      map[string]string{shardLabel: controllerName},
-				Annotations: map[string]string{shardIdentityAnnotation: "dead", shardViewAnnotation: "dead"},
+				Labels:      map[string]string{sharding.Label: controllerName},
+				Annotations: map[string]string{sharding.IdentityAnnotation: "dead", sharding.ViewAnnotation: "dead"},
 			},
 			Spec: coordinationv1.LeaseSpec{
 				HolderIdentity:       ptrTo("dead"),
@@ -794,8 +761,8 @@ func TestTwoProcessesWithOneMemberIdentityAreToldApart(t *testing.T) {
 		leases := f.kube.CoordinationV1().Leases(leaseNamespace)
 		l, err := leases.Get(context.Background(), controllerName+"-m1", metav1.GetOptions{})
 		require.NoError(t, err)
-		require.NotEmpty(t, l.Annotations[shardInstanceAnnotation])
-		l.Annotations[shardInstanceAnnotation] = "another"
+		require.NotEmpty(t, l.Annotations[sharding.InstanceAnnotation])
+		l.Annotations[sharding.InstanceAnnotation] = "another"
 		now := metav1.NewMicroTime(time.Now())
 		l.Spec.RenewTime = &now
 		_, err = leases.Update(context.Background(), l, metav1.UpdateOptions{})
@@ -810,7 +777,7 @@ func TestTwoProcessesWithOneMemberIdentityAreToldApart(t *testing.T) {
 		require.ErrorIs(t, first.err, ErrLostLeadership)
 		l, err = leases.Get(context.Background(), controllerName+"-m1", metav1.GetOptions{})
 		require.NoError(t, err)
-		require.Equal(t, "another", l.Annotations[shardInstanceAnnotation], "the Lease is left as the other process wrote it")
+		require.Equal(t, "another", l.Annotations[sharding.InstanceAnnotation], "the Lease is left as the other process wrote it")
 		require.Empty(t, run.overlaps())
 	})
 }
@@ -821,7 +788,7 @@ func TestTwoProcessesWithOneMemberIdentityAreToldApart(t *testing.T) {
 // while that reconcile runs, and every member used to stop until it
 // returned: here m1 and m2 go on with the keys that stay theirs, and once
 // the hang has held the view change for LeaseDuration its context is
-// cancelled (errKeyMoved: no apply of it is sent), m1 acknowledges, and
+// cancelled (sharding.ErrKeyMoved: no apply of it is sent), m1 acknowledges, and
 // m3 takes its keys.
 func TestASlowReconcileOfAKeyThatMovesStopsNoMember(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -916,7 +883,7 @@ func TestASlowReconcileOfAKeyThatMovesStopsNoMember(t *testing.T) {
 		cancelled, ctx := cancelledAt, hungCtx
 		mu.Unlock()
 		require.False(t, cancelled.IsZero(), "the hung reconcile's context is cancelled")
-		require.ErrorIs(t, context.Cause(ctx), errKeyMoved)
+		require.ErrorIs(t, context.Cause(ctx), sharding.ErrKeyMoved)
 		require.Error(t, ctx.Err(), "the hung reconcile's applies are sent") // applyStatus checks ctx.Err()
 		first := run.firstBy(joined, "")
 		require.Contains(t, first, hung)
@@ -939,34 +906,10 @@ func TestASlowReconcileOfAKeyThatMovesStopsNoMember(t *testing.T) {
 	})
 }
 
-// TestAMemberPastItsDeadlineDoesntRenew renews a member's Lease after a
-// pause past LeaseDuration, when its renewal's timer fires before its
-// deadline's (as after SIGSTOP, a frozen VM or CPU starvation; the
-// deadline's timer stopped by hand is package tenure's test): the renewal
-// is not sent, and the member has lost its Lease. It used to succeed, and the member worked on
-// with a fresh deadline while the others had taken its keys.
-func TestAMemberPastItsDeadlineDoesntRenew(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		f := newFakeCluster(t)
-		le := testSettings().LeaderElection
-		m := &member{
-			id: "m1", instance: "instance-1", name: controllerName, leaseName: controllerName + "-m1",
-			ns: leaseNamespace, le: le, leases: f.kube.CoordinationV1().Leases(leaseNamespace),
-		}
-		m.Tenure = tenure.New(context.Background(), le.RenewDeadline, nil)
-		ctx := context.Background()
-		require.NoError(t, m.create(ctx))
-		require.NoError(t, m.write(ctx, newView([]string{"m1"})), "a renewal within the deadline")
-		require.NoError(t, m.Valid())
-		renewed := f.kube.Actions()
+// testView is a view of the members' identities, whose owner of a key
+// is internal/sharding's.
+type testView []string
 
-		// The process pauses past LeaseDuration; on waking, the renewal's
-		// timer may run before the deadline's (that the deadline is read
-		// from the clock then is tenure's TestAWriteAfterThePauseIsRefused).
-		time.Sleep(le.LeaseDuration + time.Second)
-		require.ErrorIs(t, m.write(ctx, newView([]string{"m1"})), errLeaseExpired)
-		require.ErrorIs(t, m.Valid(), errLeaseExpired, "the member works on")
-		require.ErrorIs(t, m.LostCause(), errLeaseExpired)
-		require.Len(t, f.kube.Actions(), len(renewed), "a renewal was sent past the deadline")
-	})
-}
+func newView(ids []string) testView { return ids }
+
+func (v testView) owner(key string) string { return sharding.Owner(key, v) }

@@ -136,6 +136,10 @@ func (t *Tenure) loseLocked(cause error) {
 	}
 }
 
+// Release ends the tenure gracefully, as a shard member leaves: it is
+// lost, for good, with ErrNotLeading.
+func (t *Tenure) Release() { t.Lose(ErrNotLeading) }
+
 // LostErr is why the tenure was lost, or nil.
 func (t *Tenure) LostErr() error {
 	t.mu.Lock()

@@ -22,7 +22,7 @@ import (
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
-// The label and annotation of a shard member's Lease (kube/sharding.go):
+// The label and annotation of a shard member's Lease (kube/internal/sharding):
 // the members of the Memcached App (Settings.Name app.FieldManager), and
 // the view a member acknowledged, its members' identities sorted and
 // joined by commas.

@@ -1,4 +1,4 @@
-package kube
+package sharding
 
 import (
 	"context"
@@ -93,7 +93,7 @@ func stamp(l *coordinationv1.Lease) string {
 }
 
 // seen records a member's Lease as listed or watched.
-func (m *member) seen(obj any) {
+func (m *Member) seen(obj any) {
 	l, ok := obj.(*coordinationv1.Lease)
 	if !ok || l.Name == m.leaseName {
 		return
@@ -107,8 +107,8 @@ func (m *member) seen(obj any) {
 	if st := stamp(l); p.observedAt.IsZero() || st != p.rv {
 		p.rv, p.observedAt, p.expired = st, time.Now(), false
 	}
-	p.identity = l.Annotations[shardIdentityAnnotation]
-	p.view = l.Annotations[shardViewAnnotation]
+	p.identity = l.Annotations[IdentityAnnotation]
+	p.view = l.Annotations[ViewAnnotation]
 	p.released = l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity == ""
 	m.mu.Unlock()
 	m.poke()
@@ -118,7 +118,7 @@ func (m *member) seen(obj any) {
 // one deleted without a release (by hand) still counts until it expires,
 // since its member may still be at work until its own deadline; an
 // expired one (deleted by confirmExpired) is gone too.
-func (m *member) gone(obj any) {
+func (m *Member) gone(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
 	}
@@ -134,7 +134,7 @@ func (m *member) gone(obj any) {
 	m.poke()
 }
 
-func (m *member) poke() {
+func (m *Member) poke() {
 	select {
 	case m.wake <- struct{}{}:
 	default:
@@ -147,7 +147,7 @@ func (m *member) poke() {
 // and takes the keys it gains once every live member has acknowledged it.
 // It returns how long until it has to look again (the next member would
 // expire, or a reconcile of a key that moves outlasts its bound), or 0.
-func (m *member) step(ctx context.Context) time.Duration {
+func (m *Member) step(ctx context.Context) time.Duration {
 	m.confirmExpired(ctx)
 
 	m.mu.Lock()
@@ -222,8 +222,8 @@ func (m *member) step(ctx context.Context) time.Duration {
 // isn't the member's own in want, so that it can acknowledge want. While
 // some are, it returns how long they may still take; once they have
 // outlasted LeaseDuration from when the first held the acknowledgement,
-// it cancels them with errKeyMoved, forgets them, and returns 0.
-func (m *member) releaseLocked(ctx context.Context, want view) time.Duration {
+// it cancels them with ErrKeyMoved, forgets them, and returns 0.
+func (m *Member) releaseLocked(ctx context.Context, want view) time.Duration {
 	var moving []string
 	for key := range m.inflight {
 		if want.owner(key) != m.id {
@@ -242,7 +242,7 @@ func (m *member) releaseLocked(ctx context.Context, want view) time.Duration {
 	}
 	slices.Sort(moving)
 	for _, key := range moving {
-		m.inflight[key].cancel(errKeyMoved)
+		m.inflight[key].cancel(ErrKeyMoved)
 		delete(m.inflight, key)
 	}
 	m.moving = time.Time{}
@@ -260,7 +260,7 @@ func (m *member) releaseLocked(ctx context.Context, want view) time.Duration {
 // later doesn't wait LeaseDuration for a member that crashed long ago (a
 // breaker saw every join stall all members 10s, LeaseDuration, for each
 // SIGKILLed member's Lease left behind).
-func (m *member) confirmExpired(ctx context.Context) {
+func (m *Member) confirmExpired(ctx context.Context) {
 	m.mu.Lock()
 	var due []string
 	for name, p := range m.peers {
@@ -297,7 +297,7 @@ func (m *member) confirmExpired(ctx context.Context) {
 
 // nextExpiry returns how long until the next live member would expire, or
 // 0 if none would.
-func (m *member) nextExpiry() time.Duration {
+func (m *Member) nextExpiry() time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var next time.Duration
@@ -321,13 +321,26 @@ type take struct {
 	cancel context.CancelCauseFunc
 }
 
+// Take reports whether the member takes key now (begin), and returns
+// the reconcile's context, derived from ctx, which the member cancels
+// with ErrKeyMoved if key moves and the reconcile outlasts the view
+// change's bound, and done, which ends the take once the reconcile has
+// returned (end).
+func (m *Member) Take(ctx context.Context, key string) (rctx context.Context, done func(), ok bool) {
+	rctx, t, ok := m.begin(ctx, key)
+	if !ok {
+		return nil, nil, false
+	}
+	return rctx, func() { m.end(key, t) }, true
+}
+
 // begin reports whether the member takes key now, and returns the
 // reconcile's context, derived from ctx: its Lease is valid, and key is
 // its own in the view every live member has acknowledged or, while a view
 // changes, in every view since the last agreed one (keeps). A key taken
 // must be handed to end, with its take, once its reconcile has returned.
-func (m *member) begin(ctx context.Context, key string) (context.Context, *take, bool) {
-	if m.Valid() != nil {
+func (m *Member) begin(ctx context.Context, key string) (context.Context, *take, bool) {
+	if m.tenure.Valid() != nil {
 		return nil, nil, false
 	}
 	m.mu.Lock()
@@ -353,7 +366,7 @@ func (m *member) begin(ctx context.Context, key string) (context.Context, *take,
 // took keys under, in every view it has acknowledged since, and in the
 // view it acknowledges next: no other member takes it in any of them,
 // and it doesn't hold the next acknowledgement. m.mu is held.
-func (m *member) keeps(key string) bool {
+func (m *Member) keeps(key string) bool {
 	if !m.hasOwned || m.owned.owner(key) != m.id || m.want.owner(key) != m.id {
 		return false
 	}
@@ -366,7 +379,7 @@ func (m *member) keeps(key string) bool {
 }
 
 // end ends t, key's take, once its reconcile has returned.
-func (m *member) end(key string, t *take) {
+func (m *Member) end(key string, t *take) {
 	m.mu.Lock()
 	if m.inflight[key] == t {
 		delete(m.inflight, key)
@@ -375,3 +388,7 @@ func (m *member) end(key string, t *take) {
 	t.cancel(nil)
 	m.poke()
 }
+
+// Owner returns the member key belongs to among the members of
+// identities ids, as a view of them says (owner); "" for none.
+func Owner(key string, ids []string) string { return newView(ids).owner(key) }

@@ -1,4 +1,4 @@
-package kube
+package sharding
 
 import (
 	"context"
@@ -12,65 +12,63 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/uuid"
-	coordinationinformers "k8s.io/client-go/informers/coordination/v1"
 	coordinationclient "k8s.io/client-go/kubernetes/typed/coordination/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
 	"github.com/z5labs/humus/kube/internal/priorityqueue"
-	"github.com/z5labs/humus/kube/internal/tenure"
 )
 
 // A shard member's life: its Lease, created as it joins, renewed every
 // RetryPeriod with the view it acknowledges, and released as it leaves;
 // its loop; and its figures. What its view is, and how it takes keys under
-// it, is shardview.go's.
+// it, is view.go's; how kube makes one, config.go's.
 
 // The label and annotations of a member's Lease.
 const (
-	// shardLabel marks a member's Lease, with Settings.Name as its value,
+	// Label marks a member's Lease, with Settings.Name as its value,
 	// so the members list each other by it.
-	shardLabel = "humus.kube/shard-of"
-	// shardIdentityAnnotation is the member's identity, kept when it
+	Label = "humus.kube/shard-of"
+	// IdentityAnnotation is the member's identity, kept when it
 	// releases its Lease (which empties holderIdentity).
-	shardIdentityAnnotation = "humus.kube/shard-identity"
-	// shardViewAnnotation is the view the member has acknowledged: the
+	IdentityAnnotation = "humus.kube/shard-identity"
+	// ViewAnnotation is the view the member has acknowledged: the
 	// identities of the members it saw live, sorted, joined by commas; ""
 	// before its first.
-	shardViewAnnotation = "humus.kube/shard-view"
-	// shardInstanceAnnotation tells the member's process from another
+	ViewAnnotation = "humus.kube/shard-view"
+	// InstanceAnnotation tells the member's process from another
 	// with the same identity: a random UID each process draws as it
 	// joins.
-	shardInstanceAnnotation = "humus.kube/shard-instance"
+	InstanceAnnotation = "humus.kube/shard-instance"
 )
 
 // errLeaseDeleted is why a member stopped when its Lease was deleted by
 // someone else.
 var errLeaseDeleted = errors.New("kube: the member's Lease was deleted")
 
-// errKeyMoved is the cause of a reconcile's context cancelled because its
+// ErrKeyMoved is the cause of a reconcile's context cancelled because its
 // key moved to another member and the reconcile outlasted the view
 // change's bound, LeaseDuration.
-var errKeyMoved = errors.New("kube: the key moved to another member, and its reconcile outlasted the view change by LeaseDuration")
+var ErrKeyMoved = errors.New("kube: the key moved to another member, and its reconcile outlasted the view change by LeaseDuration")
 
 // errSameIdentity is why a member stopped when another process of its
 // identity took its Lease over.
 var errSameIdentity = errors.New("kube: another replica with this member's LeaderElection.Identity renewed its Lease; give each replica an identity of its own, such as its pod's name")
 
-// member is a replica of a controller with Sharding on: its Lease, what it
+// Member is a replica of a controller with Sharding on: its Lease, what it
 // knows of the others', and which keys it may reconcile.
-type member struct {
+type Member struct {
 	// The deadline and the loss; begun once the member's Lease is
-	// created, and its onLost cancels the reconciles in flight.
-	*tenure.Tenure
+	// created, and its loss cancels the reconciles in flight.
+	tenure         Tenure
+	errOtherHolder error
 
 	id        string
 	instance  string // this process's, on its Lease
 	name      string // Settings.Name, the Leases' label
 	leaseName string
 	ns        string
-	le        LeaderElection
+	le        Durations
 	leases    coordinationclient.LeaseInterface
 	informer  cache.SharedIndexInformer
 	queue     *priorityqueue.Queue[string]
@@ -110,65 +108,16 @@ type member struct {
 	countedView string
 }
 
-// newMember returns the controller's member, not yet joined. Its lost
-// context derives from parent's values.
-func (c *Controller) newMember(parent context.Context, cs *informerSet) (*member, error) {
-	inst, err := newShardInstruments(c.tel.meter)
-	if err != nil {
-		return nil, err
-	}
-	le := c.settings.LeaderElection
-	m := &member{
-		id:        le.Identity,
-		instance:  string(uuid.NewUUID()),
-		name:      c.settings.Name,
-		leaseName: shardLeaseName(c.settings),
-		ns:        le.Namespace,
-		le:        le,
-		leases:    c.clients.kube.CoordinationV1().Leases(le.Namespace),
-		queue:     cs.queue,
-		objects:   cs.resource.GetIndexer(),
-		inst:      inst,
-		attrs:     controllerAttr(c.settings.Name),
-		Tenure:    tenure.New(parent, le.RenewDeadline, c.forceStop),
-		log:       c.tel.log,
-		wake:      make(chan struct{}, 1),
-		inflight:  map[string]*take{},
-		dropped:   map[string]priorityqueue.Priority{},
-		peers:     map[string]*peer{},
-		mine:      map[uint64]struct{}{},
-	}
-	// The resource informer, started already, hands the handler an add
-	// for each object it holds, then every add and delete.
-	if _, err := c.addHandler(cs.resource, cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { m.countObject(obj, true) },
-		DeleteFunc: func(obj any) { m.countObject(obj, false) },
-	}); err != nil {
-		return nil, err
-	}
-	selector := shardLabel + "=" + c.settings.Name
-	m.informer = coordinationinformers.NewFilteredLeaseInformer(c.clients.kube, le.Namespace, 0, cache.Indexers{},
-		func(o *metav1.ListOptions) { o.LabelSelector = selector })
-	if _, err := c.addHandler(m.informer, cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { m.seen(obj) },
-		UpdateFunc: func(_, obj any) { m.seen(obj) },
-		DeleteFunc: m.gone,
-	}); err != nil {
-		return nil, err
-	}
-	return m, nil
-}
-
-// join creates the member's Lease, then lists the others' with a
+// Join creates the member's Lease, then lists the others' with a
 // consistent read, and starts the informer on them, which runs until ctx
 // ends. The create comes before the list so that of two members joining
 // at once, at least one sees the other from the start: the one that sees
 // it waits for its acknowledgement.
-func (m *member) join(ctx context.Context, run func(func(context.Context))) error {
+func (m *Member) Join(ctx context.Context, run func(func(context.Context))) error {
 	if err := m.create(ctx); err != nil {
 		return err
 	}
-	list, err := m.leases.List(ctx, metav1.ListOptions{LabelSelector: shardLabel + "=" + m.name})
+	list, err := m.leases.List(ctx, metav1.ListOptions{LabelSelector: Label + "=" + m.name})
 	if err != nil {
 		return fmt.Errorf("kube: listing the members' Leases in %s: %w", m.ns, err)
 	}
@@ -188,14 +137,14 @@ func (m *member) join(ctx context.Context, run func(func(context.Context))) erro
 // released) before taking it over, as a leader waits out a Lease; if it
 // sees it renewed meanwhile, another live process has this identity, and
 // it returns an error saying so (see waitOut).
-func (m *member) create(ctx context.Context) error {
+func (m *Member) create(ctx context.Context) error {
 	now := metav1.NewMicroTime(time.Now())
 	l := &coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        m.leaseName,
 			Namespace:   m.ns,
-			Labels:      map[string]string{shardLabel: m.name},
-			Annotations: map[string]string{shardIdentityAnnotation: m.id, shardViewAnnotation: "", shardInstanceAnnotation: m.instance},
+			Labels:      map[string]string{Label: m.name},
+			Annotations: map[string]string{IdentityAnnotation: m.id, ViewAnnotation: "", InstanceAnnotation: m.instance},
 		},
 		Spec: coordinationv1.LeaseSpec{
 			HolderIdentity:       ptr.To(m.id),
@@ -243,7 +192,7 @@ func (m *member) create(ctx context.Context) error {
 // same keys, so it returns an error naming the Lease and its holder
 // rather than wait for it. A process that crashed, or a pod restarted
 // under its old name, leaves its Lease unrenewed, and is waited out.
-func (m *member) waitOut(ctx context.Context) (*coordinationv1.Lease, error) {
+func (m *Member) waitOut(ctx context.Context) (*coordinationv1.Lease, error) {
 	var rv string
 	var since time.Time
 	for {
@@ -273,9 +222,9 @@ func (m *member) waitOut(ctx context.Context) (*coordinationv1.Lease, error) {
 	}
 }
 
-// run keeps the member's Lease renewed every RetryPeriod and its view
+// Run keeps the member's Lease renewed every RetryPeriod and its view
 // agreed, until ctx ends or the Lease is lost.
-func (m *member) run(ctx context.Context) {
+func (m *Member) Run(ctx context.Context) {
 	renew := time.NewTimer(m.le.RetryPeriod)
 	defer renew.Stop()
 	for {
@@ -288,7 +237,7 @@ func (m *member) run(ctx context.Context) {
 		case <-ctx.Done():
 			expiry.Stop()
 			return
-		case <-m.Context().Done():
+		case <-m.tenure.Context().Done():
 			expiry.Stop()
 			return
 		case <-m.wake:
@@ -312,8 +261,8 @@ func (m *member) run(ctx context.Context) {
 // before the deadline's, and a renewal sent then would succeed, and give
 // the member a fresh deadline, while the others have confirmed its Lease
 // expired and taken its keys.
-func (m *member) write(ctx context.Context, v view) error {
-	if err := m.Current(); err != nil {
+func (m *Member) write(ctx context.Context, v view) error {
+	if err := m.tenure.Current(); err != nil {
 		return err
 	}
 	m.mu.Lock()
@@ -321,16 +270,16 @@ func (m *member) write(ctx context.Context, v view) error {
 	m.mu.Unlock()
 	now := metav1.NewMicroTime(time.Now())
 	l.Spec.RenewTime = &now
-	l.Annotations[shardViewAnnotation] = v.key
+	l.Annotations[ViewAnnotation] = v.key
 	// A write still in flight once the Lease is lost is abandoned.
 	wctx, cancel := context.WithTimeout(ctx, m.le.RenewDeadline)
 	defer cancel()
-	defer context.AfterFunc(m.Context(), cancel)()
+	defer context.AfterFunc(m.tenure.Context(), cancel)()
 	start := time.Now()
 	got, err := m.leases.Update(wctx, l, metav1.UpdateOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
-		m.Lose(errLeaseDeleted)
+		m.tenure.Lose(errLeaseDeleted)
 		return err
 	case apierrors.IsConflict(err):
 		// A renewal of its own, abandoned at its timeout, may have landed:
@@ -339,11 +288,11 @@ func (m *member) write(ctx context.Context, v view) error {
 		fresh, gerr := m.leases.Get(wctx, m.leaseName, metav1.GetOptions{})
 		switch {
 		case apierrors.IsNotFound(gerr):
-			m.Lose(errLeaseDeleted)
+			m.tenure.Lose(errLeaseDeleted)
 		case gerr == nil && (fresh.Spec.HolderIdentity == nil || *fresh.Spec.HolderIdentity != m.id):
-			m.Lose(errOtherHolder)
-		case gerr == nil && fresh.Annotations[shardInstanceAnnotation] != m.instance:
-			m.Lose(errSameIdentity)
+			m.tenure.Lose(m.errOtherHolder)
+		case gerr == nil && fresh.Annotations[InstanceAnnotation] != m.instance:
+			m.tenure.Lose(errSameIdentity)
 		case gerr == nil:
 			m.mu.Lock()
 			m.own.ResourceVersion = fresh.ResourceVersion
@@ -354,7 +303,7 @@ func (m *member) write(ctx context.Context, v view) error {
 		return err
 	}
 	m.mu.Lock()
-	if m.LostErr() == nil {
+	if m.tenure.LostErr() == nil {
 		if v.key != m.acked.key {
 			m.since = append(m.since, v)
 		}
@@ -369,33 +318,33 @@ func (m *member) write(ctx context.Context, v view) error {
 // succeeded, got: its deadline moves to start+RenewDeadline, unless the
 // Lease was lost meanwhile or the write started at or after the deadline,
 // too late (see tenure); the first begins its tenure.
-func (m *member) renewed(start time.Time, got *coordinationv1.Lease) {
-	m.Tenure.Renewed(start)
-	if m.LostErr() != nil {
+func (m *Member) renewed(start time.Time, got *coordinationv1.Lease) {
+	m.tenure.Renewed(start)
+	if m.tenure.LostErr() != nil {
 		return
 	}
 	m.mu.Lock()
 	m.own = got
 	m.mu.Unlock()
-	m.Commence()
+	m.tenure.Commence()
 }
 
-// leave releases the member's Lease, so its keys move at once: an update
+// Leave releases the member's Lease, so its keys move at once: an update
 // with no holder, which the others see as its leaving, then a delete,
 // both within RetryPeriod. A lost Lease is left alone.
-func (m *member) leave(ctx context.Context) {
+func (m *Member) Leave(ctx context.Context) {
 	m.mu.Lock()
-	if m.LostErr() != nil || m.own == nil {
+	if m.tenure.LostErr() != nil || m.own == nil {
 		m.mu.Unlock()
 		return
 	}
 	l := m.own.DeepCopy()
 	m.mu.Unlock()
-	m.Lose(errNotLeading)
+	m.tenure.Release()
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), m.le.RetryPeriod)
 	defer cancel()
 	l.Spec.HolderIdentity = ptr.To("")
-	l.Annotations[shardViewAnnotation] = ""
+	l.Annotations[ViewAnnotation] = ""
 	// A renewal abandoned as the member stopped may have landed: a
 	// conflict is retried on the Lease as it is, while it is still ours.
 	var got *coordinationv1.Lease
@@ -409,7 +358,7 @@ func (m *member) leave(ctx context.Context) {
 			return
 		}
 		fresh, err := m.leases.Get(ctx, m.leaseName, metav1.GetOptions{})
-		if err != nil || fresh.Spec.HolderIdentity == nil || *fresh.Spec.HolderIdentity != m.id || fresh.Annotations[shardInstanceAnnotation] != m.instance {
+		if err != nil || fresh.Spec.HolderIdentity == nil || *fresh.Spec.HolderIdentity != m.id || fresh.Annotations[InstanceAnnotation] != m.instance {
 			return
 		}
 		l.ResourceVersion = fresh.ResourceVersion
@@ -439,9 +388,9 @@ func newShardInstruments(m metric.Meter) (shardInstruments, error) {
 // record records the keys the member owns and the members in its view:
 // their count kept by countObject, and counted anew, walking every key,
 // only once the view has changed since.
-func (m *member) record(ctx context.Context) {
+func (m *Member) record(ctx context.Context) {
 	m.mu.Lock()
-	v, active := m.acked, m.active && m.LostErr() == nil
+	v, active := m.acked, m.active && m.tenure.LostErr() == nil
 	var n int64
 	if active {
 		if m.countedView != v.key {
@@ -465,7 +414,7 @@ func (m *member) record(ctx context.Context) {
 // own. An add the walk in record saw already, or a delete of a key it
 // didn't, leaves mine as it is: the informer notifies its handlers after
 // its cache changes, in order.
-func (m *member) countObject(obj any, added bool) {
+func (m *Member) countObject(obj any, added bool) {
 	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 	if err != nil {
 		return
