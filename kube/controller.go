@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/metadata"
 
 	"github.com/z5labs/humus/kube/internal/objcache"
+	"github.com/z5labs/humus/kube/internal/outage"
 )
 
 // Reconciler brings the cluster to what an object's spec declares.
@@ -111,9 +112,9 @@ type Controller struct {
 	// (reconcile.go).
 	typed typedReconciler
 	// outage tells the API server refusing every reconcile alike from an
-	// object failing on its own (outage.go); newQueue sets it, before any
+	// object failing on its own (internal/outage); newQueue sets it, before any
 	// worker starts.
-	outage *outage
+	outage *outage.Outage
 
 	clients clients
 	tel     *telemetry

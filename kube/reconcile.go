@@ -62,7 +62,7 @@ func (c *Controller) reconcile(ctx context.Context, queue workqueue.TypedRateLim
 // queues it again after after, if after is positive. Both go through the outage, which holds
 // rather than backs off a key that failed as every key does while the API
 // server refuses the controller, and queues each again at once once a
-// reconcile succeeds after it (outage.go).
+// reconcile succeeds after it (internal/outage).
 func (c *Controller) settle(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], lister cache.Indexer, key string, rec *reconcileRecord, after time.Duration, err error) {
 	var panicked *panicError
 	switch {
@@ -72,7 +72,7 @@ func (c *Controller) settle(ctx context.Context, queue workqueue.TypedRateLimiti
 		queue.Forget(key)
 		if c.outage != nil {
 			// A probe that panics fails on its own: another held key probes.
-			c.outage.reprobe(key)
+			c.outage.Reprobe(key)
 		}
 	case IsTerminal(err):
 		// As controller-runtime's reconcile.TerminalError: recorded, and
@@ -81,13 +81,13 @@ func (c *Controller) settle(ctx context.Context, queue workqueue.TypedRateLimiti
 		c.recordFailure(lister, key, err, false)
 		queue.Forget(key)
 		if c.outage != nil {
-			c.outage.reprobe(key)
+			c.outage.Reprobe(key)
 		}
 	case err != nil:
 		rec.failed(ctx, err)
 		c.recordFailure(lister, key, err, false)
 		if c.outage != nil {
-			c.outage.failed(key, err)
+			c.outage.Failed(key, err)
 		} else {
 			queue.AddRateLimited(key)
 		}
@@ -95,7 +95,7 @@ func (c *Controller) settle(ctx context.Context, queue workqueue.TypedRateLimiti
 		rec.succeeded()
 		queue.Forget(key)
 		if c.outage != nil {
-			c.outage.succeeded()
+			c.outage.Succeeded()
 		}
 		if after > 0 {
 			queue.AddAfter(key, after)
