@@ -334,7 +334,7 @@ func (c *Controller) rateLimiter() workqueue.TypedRateLimiter[string] {
 func (c *Controller) newQueue() *priorityqueue.Queue[string] {
 	q := priorityqueue.New(priorityqueue.Config[string]{
 		RateLimiter: c.rateLimiter(),
-		Metrics:     newQueueMetrics(c.tel.inst, c.settings.Name),
+		Metrics:     c.tel.QueueMetrics(),
 	})
 	c.outage = outage.New(q, c.settings.RetryMaxDelay)
 	return q
