@@ -18,6 +18,7 @@ import (
 	"github.com/z5labs/humus/kube/internal/applyset"
 	"github.com/z5labs/humus/kube/internal/echoes"
 	"github.com/z5labs/humus/kube/internal/objcache"
+	"github.com/z5labs/humus/kube/internal/outage"
 	"github.com/z5labs/humus/kube/internal/storagemigration"
 )
 
@@ -114,9 +115,9 @@ type Controller struct {
 	// (reconcile.go).
 	typed typedReconciler
 	// outage tells the API server refusing every reconcile alike from an
-	// object failing on its own (outage.go); newQueue sets it, before any
+	// object failing on its own (internal/outage); newQueue sets it, before any
 	// worker starts.
-	outage *outage
+	outage *outage.Outage
 
 	clients clients
 	tel     *telemetry

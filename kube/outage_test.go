@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,7 +15,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/util/workqueue"
 )
 
 // TestAnOutageUnderChurnLeavesNoObjectAtItsBackoffsCap is issue 24's RBAC
@@ -120,67 +117,6 @@ func TestAnObjectFailingAloneWhileOthersSucceedIsBackedOffOnItsOwn(t *testing.T)
 	})
 }
 
-func TestCommonFailures(t *testing.T) {
-	gr := schema.GroupResource{Resource: "widgets"}
-	for _, tc := range []struct {
-		err    error
-		common bool
-	}{
-		{apierrors.NewUnauthorized("revoked"), true},
-		{apierrors.NewForbidden(gr, "w", errors.New("RBAC")), true},
-		{apierrors.NewTooManyRequests("APF", 1), true},
-		{apierrors.NewInternalError(errors.New("etcd")), true},
-		{apierrors.NewServiceUnavailable("starting"), true},
-		{apierrors.NewTimeoutError("slow", 1), true},
-		{fmt.Errorf("kube: applying: %w", apierrors.NewGenericServerResponse(http.StatusBadGateway, "patch", gr, "w", "", 0, false)), true},
-		{fmt.Errorf("dial: %w", &net.OpError{Op: "dial", Err: errors.New("connection refused")}), true},
-		{context.DeadlineExceeded, true},
-		{apierrors.NewInvalid(schema.GroupKind{Kind: "Widget"}, "w", nil), false},
-		{apierrors.NewConflict(gr, "w", errors.New("changed")), false},
-		{apierrors.NewNotFound(gr, "w"), false},
-		{errors.New("the Reconciler's own"), false},
-	} {
-		require.Equal(t, tc.common, commonFailure(tc.err), "%v", tc.err)
-	}
-}
-
-// TestAProbeThatFailsOnItsOwnHandsTheProbeOn: in an outage the held keys
-// wait for the probe's success; when the probe's key fails for a reason of
-// its own (the API server back, the object invalid), another held key
-// probes in its place, or the held keys waited for good.
-func TestAProbeThatFailsOnItsOwnHandsTheProbeOn(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		q := workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[string]())
-		defer q.ShutDown()
-		o := newOutage(q, time.Hour)
-		forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "widgets"}, "w", errors.New("RBAC"))
-		take := func() string {
-			k, _ := q.Get()
-			q.Done(k)
-			return k
-		}
-		o.failed("a", forbidden)
-		o.failed("b", forbidden)
-		require.ElementsMatch(t, []string{"a", "b"}, []string{take(), take()}, "backed off, within outageAfter")
-		time.Sleep(outageAfter)
-		o.failed("a", forbidden) // the probe
-		o.failed("b", forbidden) // held
-		require.Equal(t, "a", take(), "the probe, after outageProbeMin")
-		o.failed("a", apierrors.NewInvalid(schema.GroupKind{Kind: "Widget"}, "a", nil))
-		require.Equal(t, "a", take(), "backed off on its own")
-		got := make(chan string)
-		go func() { got <- take() }()
-		time.Sleep(time.Minute)
-		synctest.Wait()
-		select {
-		case k := <-got:
-			require.Equal(t, "b", k, "the held key, probing in a's place")
-		default:
-			t.Fatal("the held key b was never queued again")
-		}
-	})
-}
-
 // A probe whose reconcile panics in an outage hands the probe on, as one
 // failing on its own does: settle's panic branch forgot the key and never
 // told the outage, so the other held keys waited for a success that no
@@ -191,11 +127,7 @@ func TestAProbeThatPanicsHandsTheProbeOn(t *testing.T) {
 		var down, panicked atomic.Bool
 		down.Store(true)
 		var c *Controller
-		isProbe := func(key string) bool {
-			c.outage.mu.Lock()
-			defer c.outage.mu.Unlock()
-			return c.outage.probeKey == key && time.Since(c.outage.since) >= outageAfter
-		}
+		isProbe := func(key string) bool { return c.outage.Probing(key) }
 		var mu sync.Mutex
 		succeeded := map[string]bool{}
 		c = newWidgetController(t, f, humus.Telemetry{}, testSettings(),

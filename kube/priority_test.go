@@ -79,7 +79,7 @@ func priorityValue(t testing.TB, tel *humustest.Telemetry, name, p string) int64
 	require.True(t, ok, name)
 	var v int64
 	for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-		if got, _ := dp.Attributes.Value(attrQueuePriority); got.AsString() == p {
+		if got, _ := dp.Attributes.Value("humus.kube.controller.queue.priority"); got.AsString() == p {
 			v += dp.Value
 		}
 	}

@@ -11,15 +11,8 @@ import (
 
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
-)
 
-// The outcomes of a reconcile, as humus.kube.controller.reconcile.outcome
-// records them: error is a key retried with backoff, panic a recovered
-// panic, and success everything else, After included.
-const (
-	outcomeSuccess = "success"
-	outcomeError   = "error"
-	outcomePanic   = "panic"
+	ktel "github.com/z5labs/humus/kube/internal/telemetry"
 )
 
 // worker takes keys from the queue until it shuts down, and reconciles
@@ -51,7 +44,7 @@ func (c *Controller) worker(ctx context.Context, queue workqueue.TypedRateLimiti
 // reconcile reconciles the object under key inside the reconcile's root
 // span, and settles key by the outcome.
 func (c *Controller) reconcile(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], lister cache.Indexer, key string) {
-	ctx, rec := c.tel.startReconcile(withReconciling(ctx, c, key), c.kind, key)
+	ctx, rec := c.tel.StartReconcile(withReconciling(ctx, c, key), c.kind, key)
 	after, err := c.reconcileKey(ctx, lister, key)
 	c.settle(ctx, queue, lister, key, rec, after, err)
 }
@@ -62,40 +55,40 @@ func (c *Controller) reconcile(ctx context.Context, queue workqueue.TypedRateLim
 // queues it again after after, if after is positive. Both go through the outage, which holds
 // rather than backs off a key that failed as every key does while the API
 // server refuses the controller, and queues each again at once once a
-// reconcile succeeds after it (outage.go).
-func (c *Controller) settle(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], lister cache.Indexer, key string, rec *reconcileRecord, after time.Duration, err error) {
+// reconcile succeeds after it (internal/outage).
+func (c *Controller) settle(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], lister cache.Indexer, key string, rec *ktel.Reconcile, after time.Duration, err error) {
 	var panicked *panicError
 	switch {
 	case errors.As(err, &panicked):
-		rec.panicked(ctx, panicked)
+		rec.Panicked(ctx, panicked.value, panicked.stack)
 		c.recordFailure(lister, key, err, true)
 		queue.Forget(key)
 		if c.outage != nil {
 			// A probe that panics fails on its own: another held key probes.
-			c.outage.reprobe(key)
+			c.outage.Reprobe(key)
 		}
 	case IsTerminal(err):
 		// As controller-runtime's reconcile.TerminalError: recorded, and
 		// not retried; and, as a panic, a probe that fails on its own.
-		rec.failed(ctx, err)
+		rec.Failed(ctx, err)
 		c.recordFailure(lister, key, err, false)
 		queue.Forget(key)
 		if c.outage != nil {
-			c.outage.reprobe(key)
+			c.outage.Reprobe(key)
 		}
 	case err != nil:
-		rec.failed(ctx, err)
+		rec.Failed(ctx, err)
 		c.recordFailure(lister, key, err, false)
 		if c.outage != nil {
-			c.outage.failed(key, err)
+			c.outage.Failed(key, err)
 		} else {
 			queue.AddRateLimited(key)
 		}
 	default:
-		rec.succeeded()
+		rec.Succeeded()
 		queue.Forget(key)
 		if c.outage != nil {
-			c.outage.succeeded()
+			c.outage.Succeeded()
 		}
 		if after > 0 {
 			queue.AddAfter(key, after)

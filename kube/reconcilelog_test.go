@@ -85,18 +85,3 @@ func TestLoggerFromOutsideAReconcileIsKlogs(t *testing.T) {
 	require.Equal(t, "2026-01-02T03:04:05Z", attrs(records[0])["at"])
 	require.NotContains(t, attrs(records[0]), "humus.kube.object.name")
 }
-
-// BenchmarkStartReconcile measures what each reconcile's telemetry costs
-// before the Reconciler runs: its root span and, with it, the loggers its
-// context carries (withLogger), on the in-memory telemetry.
-func BenchmarkStartReconcile(b *testing.B) {
-	tel := humustest.NewTelemetry(b)
-	t, err := newTelemetry(tel.Telemetry, controllerName, 0)
-	require.NoError(b, err)
-	ctx := context.Background()
-	b.ReportAllocs()
-	for b.Loop() {
-		_, rec := t.startReconcile(ctx, "Widget", testNamespace+"/w1")
-		rec.succeeded()
-	}
-}

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
 
+	kevents "github.com/z5labs/humus/kube/internal/events"
 	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
@@ -155,7 +156,7 @@ func NewReconcileTest(name string, caches ...TestCache) (*ReconcileTest, error) 
 	ev := &testEvents{}
 	return &ReconcileTest{
 		c:      c,
-		rec:    &Recorder{rec: ev, log: slog.New(ev)},
+		rec:    &Recorder{r: kevents.NewRecorder(ev, "", "", slog.New(ev))},
 		events: ev,
 	}, nil
 }
@@ -202,7 +203,7 @@ func (f cacheForm) cached(obj any) (any, error) {
 	if v := reflect.ValueOf(obj); v.Kind() == reflect.Pointer && v.IsNil() {
 		return nil, fmt.Errorf("kube: the %T is nil", obj)
 	}
-	m, _, _, err := objectMeta(obj)
+	m, _, _, err := kevents.ObjectMeta(obj)
 	if err != nil {
 		return nil, err
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/z5labs/humus/kube/internal/echoes"
 	"github.com/z5labs/humus/kube/internal/leaderelection"
 	"github.com/z5labs/humus/kube/internal/objcache"
+	"github.com/z5labs/humus/kube/internal/outage"
 	"github.com/z5labs/humus/kube/internal/priorityqueue"
 )
 
@@ -301,13 +302,13 @@ func (c *Controller) rateLimiter() workqueue.TypedRateLimiter[string] {
 // newQueue returns the controller's work queue (kube/internal/priorityqueue:
 // a change goes ahead of the initial list, resyncs and retries), with
 // rateLimiter's backoff and the outage that queues again the keys an
-// outage backed off (outage.go), and the controller's instruments.
+// outage backed off (internal/outage), and the controller's instruments.
 func (c *Controller) newQueue() *priorityqueue.Queue[string] {
 	q := priorityqueue.New(priorityqueue.Config[string]{
 		RateLimiter: c.rateLimiter(),
-		Metrics:     newQueueMetrics(c.tel.inst, c.settings.Name),
+		Metrics:     c.tel.QueueMetrics(),
 	})
-	c.outage = newOutage(q, c.settings.RetryMaxDelay)
+	c.outage = outage.New(q, c.settings.RetryMaxDelay)
 	return q
 }
 

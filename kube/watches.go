@@ -4,12 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"reflect"
 	"runtime/debug"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/trace"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -215,7 +212,7 @@ func referenceIndex[T any](refs func(T) []string, tel *telemetry) cache.IndexFun
 		defer func() {
 			if v := recover(); v != nil {
 				keys = nil
-				tel.panicked(context.Background(), "references panicked", m.GetNamespace(), m.GetName(), &panicError{value: v, stack: debug.Stack()})
+				tel.Panicked(context.Background(), "references panicked", m.GetNamespace(), m.GetName(), v, debug.Stack())
 			}
 		}()
 		var t T
@@ -310,7 +307,7 @@ func (c *Controller) mapKeys(w mappedResource, resource cache.Indexer, obj any) 
 	defer func() {
 		if v := recover(); v != nil {
 			keys = nil
-			c.tel.panicked(context.Background(), "map panicked", m.GetNamespace(), m.GetName(), &panicError{value: v, stack: debug.Stack()})
+			c.tel.Panicked(context.Background(), "map panicked", m.GetNamespace(), m.GetName(), v, debug.Stack())
 		}
 	}()
 	for _, n := range w.mapFunc(metadataOf(obj, m)) {
@@ -352,24 +349,6 @@ func copyMap(m map[string]string) map[string]string {
 		out[k] = v
 	}
 	return out
-}
-
-// panicked records a panic recovered outside a reconcile, in a MapFunc or
-// a References function, as a reconcile's is: a span named body with an
-// exception event and status Error, and one ERROR record, body, with the
-// object it was called for and the same three exception attributes.
-func (t *telemetry) panicked(ctx context.Context, body, namespace, name string, p *panicError) {
-	var attrs []attribute.KeyValue
-	var logAttrs []any
-	if namespace != "" {
-		attrs = append(attrs, attribute.String(attrNamespace, namespace))
-		logAttrs = append(logAttrs, slog.String(attrNamespace, namespace))
-	}
-	attrs = append(attrs, attribute.String(attrObjectName, name), attribute.String(attrController, t.name))
-	logAttrs = append(logAttrs, slog.String(attrObjectName, name), slog.String(attrController, t.name))
-	ctx, span := t.tracer.Start(ctx, body, trace.WithNewRoot(), trace.WithAttributes(attrs...))
-	defer span.End()
-	t.exception(ctx, span, body, logAttrs, p)
 }
 
 // mappedInformers returns the informer of each Watches, limited to

@@ -188,11 +188,11 @@ func TestWatchesMapFuncPanicIsRecoveredAndRecorded(t *testing.T) {
 		recs := recordsWithBody(tel, "map panicked")
 		require.Len(t, recs, 1)
 		a := attrs(recs[0])
-		require.Equal(t, "string", a[attrExceptionType])
-		require.Equal(t, "no widget for bad", a[attrExceptionMessage])
-		require.Contains(t, a[attrExceptionStacktrace], "watches_test.go")
-		require.Equal(t, testNamespace, a[attrNamespace])
-		require.Equal(t, "bad", a[attrObjectName])
+		require.Equal(t, "string", a["exception.type"])
+		require.Equal(t, "no widget for bad", a["exception.message"])
+		require.Contains(t, a["exception.stacktrace"], "watches_test.go")
+		require.Equal(t, testNamespace, a["k8s.namespace.name"])
+		require.Equal(t, "bad", a["humus.kube.object.name"])
 		var spans int
 		for _, sp := range tel.Spans() {
 			if sp.Name() == "map panicked" {

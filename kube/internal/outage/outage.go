@@ -1,4 +1,45 @@
-package kube
+// Package outage is a controller's backoff while the API server refuses
+// every reconcile alike: it tells an outage from an object failing on its
+// own, holds the keys that fail in an outage rather than backing each off,
+// probes for the API server's return, and queues every held key again at
+// once when a reconcile succeeds after it.
+//
+// It owns Outage, New and CommonFailure. Its invariants: a failure that
+// isn't CommonFailure's is backed off by the queue as ever; at most one
+// held key is the pending probe, its delay doubling from ProbeMin to
+// ProbeMax (or the retry cap, if shorter); a probe that fails on its own
+// hands the probe on to another held key; the first success after an
+// outage of After or more queues every held key again, and forgets the
+// outage.
+//
+// A failed reconcile raises its object's backoff, from Settings.RetryBaseDelay
+// doubling to Settings.RetryMaxDelay, as the spec has it. But when the API server
+// refuses every request alike for a while, say the controller's
+// ClusterRoleBinding deleted for 40s, an object that changes every second
+// is reconciled on each change and fails each time, and its backoff
+// climbs to RetryMaxDelay (1,000s by default): it waited that long after
+// the API server came back, while an annotation on it fixed it in under a
+// second (issue 24). The failures were the API server's, not the object's.
+//
+// So the controller tells an outage from an object failing on its own: an
+// outage is failures the API server answers alike for every object (401,
+// 403, 429, a 5xx, a timeout, or no answer at all: CommonFailure) with no
+// reconcile succeeding for After. A key that fails so in an outage
+// isn't backed off on its own: it is held, and once a reconcile succeeds
+// after the outage, every held key is queued again at once. Meanwhile one
+// reconcile at a time is the outage's probe: the key that failed last is
+// queued again after a delay that doubles from ProbeMin to
+// ProbeMax (or RetryMaxDelay, if shorter), so that the API server's
+// return is seen; a probe whose key fails for a reason of its own is
+// backed off as such, and another held key probes in its place. An
+// object that changes is reconciled at once, as ever.
+// So an outage costs fewer requests than each key's own backoff did (a
+// key's first retries come within a second), and ends for every object
+// within seconds of the API server's return. A key failing alone while
+// others succeed is backed off on its own, as before; one failing alone in
+// a controller with nothing else to do looks like an outage, and is
+// retried every ProbeMax rather than backed off to RetryMaxDelay.
+package outage
 
 import (
 	"context"
@@ -12,51 +53,24 @@ import (
 	"k8s.io/client-go/util/workqueue"
 )
 
-// A failed reconcile raises its object's backoff, from RetryBaseDelay
-// doubling to RetryMaxDelay, as the spec has it. But when the API server
-// refuses every request alike for a while, say the controller's
-// ClusterRoleBinding deleted for 40s, an object that changes every second
-// is reconciled on each change and fails each time, and its backoff
-// climbs to RetryMaxDelay (1,000s by default): it waited that long after
-// the API server came back, while an annotation on it fixed it in under a
-// second (issue 24). The failures were the API server's, not the object's.
-//
-// So the controller tells an outage from an object failing on its own: an
-// outage is failures the API server answers alike for every object (401,
-// 403, 429, a 5xx, a timeout, or no answer at all: commonFailure) with no
-// reconcile succeeding for outageAfter. A key that fails so in an outage
-// isn't backed off on its own: it is held, and once a reconcile succeeds
-// after the outage, every held key is queued again at once. Meanwhile one
-// reconcile at a time is the outage's probe: the key that failed last is
-// queued again after a delay that doubles from outageProbeMin to
-// outageProbeMax (or RetryMaxDelay, if shorter), so that the API server's
-// return is seen; a probe whose key fails for a reason of its own is
-// backed off as such, and another held key probes in its place. An object that changes is reconciled at once, as ever.
-// So an outage costs fewer requests than each key's own backoff did (a
-// key's first retries come within a second), and ends for every object
-// within seconds of the API server's return. A key failing alone while
-// others succeed is backed off on its own, as before; one failing alone in
-// a controller with nothing else to do looks like an outage, and is
-// retried every outageProbeMax rather than backed off to RetryMaxDelay.
-
 // The outage's timings.
 const (
-	// outageAfter is how long reconciles must fail alike, with none
+	// After is how long reconciles must fail alike, with none
 	// succeeding, before it is an outage.
-	outageAfter = time.Second
+	After = time.Second
 
-	// outageProbeMin and outageProbeMax bound the probe's delay, which
+	// ProbeMin and ProbeMax bound the probe's delay, which
 	// doubles from the first to the second while the outage lasts.
-	outageProbeMin = time.Second
-	outageProbeMax = 15 * time.Second
+	ProbeMin = time.Second
+	ProbeMax = 15 * time.Second
 )
 
-// outage is what a controller's queue knows of the API server refusing
-// every reconcile alike: see above.
-type outage struct {
+// Outage is what a controller's queue knows of the API server refusing
+// every reconcile alike: see the package doc.
+type Outage struct {
 	queue workqueue.TypedRateLimitingInterface[string]
 	now   func() time.Time
-	// probeMax is outageProbeMax, or RetryMaxDelay if it is shorter.
+	// probeMax is ProbeMax, or RetryMaxDelay if it is shorter.
 	probeMax time.Duration
 
 	mu    sync.Mutex
@@ -68,17 +82,19 @@ type outage struct {
 	probeKey string
 }
 
-func newOutage(queue workqueue.TypedRateLimitingInterface[string], retryMax time.Duration) *outage {
-	return &outage{queue: queue, now: time.Now, probeMax: min(outageProbeMax, retryMax), held: map[string]struct{}{}}
+// New returns the outage of queue, whose keys are backed off to retryMax
+// (Settings.RetryMaxDelay) at most.
+func New(queue workqueue.TypedRateLimitingInterface[string], retryMax time.Duration) *Outage {
+	return &Outage{queue: queue, now: time.Now, probeMax: min(ProbeMax, retryMax), held: map[string]struct{}{}}
 }
 
-// failed notes key's failure with err, and backs key off: in an outage
+// Failed notes key's failure with err, and backs key off: in an outage
 // it is held, to be queued again when the outage ends, and queued as the
 // probe if none is pending; otherwise the queue backs it off as ever.
-func (o *outage) failed(key string, err error) {
-	if !commonFailure(err) {
+func (o *Outage) Failed(key string, err error) {
+	if !CommonFailure(err) {
 		o.queue.AddRateLimited(key)
-		o.reprobe(key)
+		o.Reprobe(key)
 		return
 	}
 	o.mu.Lock()
@@ -87,7 +103,7 @@ func (o *outage) failed(key string, err error) {
 		o.since = now
 	}
 	o.held[key] = struct{}{}
-	if now.Sub(o.since) < outageAfter {
+	if now.Sub(o.since) < After {
 		o.mu.Unlock()
 		o.queue.AddRateLimited(key)
 		return
@@ -103,7 +119,7 @@ func (o *outage) failed(key string, err error) {
 		}
 		return
 	}
-	o.probe = min(max(2*o.probe, outageProbeMin), o.probeMax)
+	o.probe = min(max(2*o.probe, ProbeMin), o.probeMax)
 	o.next = now.Add(o.probe)
 	o.probeKey = key
 	delay := o.probe
@@ -111,12 +127,12 @@ func (o *outage) failed(key string, err error) {
 	o.queue.AddAfter(key, delay)
 }
 
-// reprobe hands the probe on to another held key when key, the probe's,
+// Reprobe hands the probe on to another held key when key, the probe's,
 // failed on its own (not as every key fails in an outage): key is backed
 // off on its own, and without another probe the held keys would wait for
 // a success that may never come, such as when the API server is back and
 // key fails for its own reason every time.
-func (o *outage) reprobe(key string) {
+func (o *Outage) Reprobe(key string) {
 	o.mu.Lock()
 	if o.probeKey != key || key == "" {
 		o.mu.Unlock()
@@ -138,16 +154,25 @@ func (o *outage) reprobe(key string) {
 	}
 }
 
-// succeeded notes a reconcile that succeeded: an outage, if there was one,
+// Probing reports whether key is the pending probe of an outage: reconciles
+// have failed alike for After or more, and key is the one queued to see
+// the API server's return.
+func (o *Outage) Probing(key string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.probeKey == key && o.now().Sub(o.since) >= After
+}
+
+// Succeeded notes a reconcile that succeeded: an outage, if there was one,
 // is over, and every key that failed in it is queued again.
-func (o *outage) succeeded() {
+func (o *Outage) Succeeded() {
 	o.mu.Lock()
 	if o.since.IsZero() {
 		o.mu.Unlock()
 		return
 	}
 	var keys []string
-	if o.now().Sub(o.since) >= outageAfter {
+	if o.now().Sub(o.since) >= After {
 		keys = make([]string, 0, len(o.held))
 		for k := range o.held {
 			keys = append(keys, k)
@@ -161,11 +186,11 @@ func (o *outage) succeeded() {
 	}
 }
 
-// commonFailure reports whether err is one the API server answers every
+// CommonFailure reports whether err is one the API server answers every
 // object alike when it refuses the controller as a whole: 401
 // Unauthorized, 403 Forbidden, 429 Too Many Requests, a 5xx or a timeout,
 // or a request that got no answer (a network error, or a deadline).
-func commonFailure(err error) bool {
+func CommonFailure(err error) bool {
 	var status apierrors.APIStatus
 	if errors.As(err, &status) {
 		code := status.Status().Code

@@ -1,4 +1,4 @@
-package kube
+package telemetry
 
 import (
 	"context"
@@ -73,31 +73,31 @@ func newInstruments(m metric.Meter, name string) (*instruments, error) {
 	return &i, nil
 }
 
-// attrQueuePriority is the priority a key waited at in the work queue:
+// AttrQueuePriority is the priority a key waited at in the work queue:
 // "low" for a key queued by an informer's initial list, a resync, a
 // retry or a delay, "normal" for one queued by a change
 // (kube/internal/priorityqueue).
-const attrQueuePriority = "humus.kube.controller.queue.priority"
+const AttrQueuePriority = "humus.kube.controller.queue.priority"
 
-// queueMetrics records the work queue's measures with the controller's
+// QueueMetrics records the work queue's measures with the controller's
 // instruments, under the controller's name and the key's priority.
-type queueMetrics struct {
+type QueueMetrics struct {
 	i           *instruments
 	name        string
 	low, normal metric.MeasurementOption
 }
 
-var _ priorityqueue.Metrics = (*queueMetrics)(nil)
+var _ priorityqueue.Metrics = (*QueueMetrics)(nil)
 
-func newQueueMetrics(i *instruments, name string) *queueMetrics {
-	return &queueMetrics{i: i, name: name, low: priorityAttrs(name, priorityqueue.Low), normal: priorityAttrs(name, priorityqueue.Normal)}
+func newQueueMetrics(i *instruments, name string) *QueueMetrics {
+	return &QueueMetrics{i: i, name: name, low: priorityAttrs(name, priorityqueue.Low), normal: priorityAttrs(name, priorityqueue.Normal)}
 }
 
 func priorityAttrs(name string, p priorityqueue.Priority) metric.MeasurementOption {
-	return metric.WithAttributeSet(attribute.NewSet(attribute.String(attrController, name), attribute.String(attrQueuePriority, p.String())))
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrController, name), attribute.String(AttrQueuePriority, p.String())))
 }
 
-func (m *queueMetrics) attrs(p priorityqueue.Priority) metric.MeasurementOption {
+func (m *QueueMetrics) attrs(p priorityqueue.Priority) metric.MeasurementOption {
 	switch p {
 	case priorityqueue.Low:
 		return m.low
@@ -107,24 +107,26 @@ func (m *queueMetrics) attrs(p priorityqueue.Priority) metric.MeasurementOption 
 	return priorityAttrs(m.name, p)
 }
 
-func (m *queueMetrics) Added(p priorityqueue.Priority) {
+func (m *QueueMetrics) Added(p priorityqueue.Priority) {
 	m.i.queueAdds.Add(context.Background(), 1, m.attrs(p))
 }
 
-func (m *queueMetrics) Depth(p priorityqueue.Priority, delta int) {
+func (m *QueueMetrics) Depth(p priorityqueue.Priority, delta int) {
 	m.i.queueDepth.Add(context.Background(), int64(delta), m.attrs(p))
 }
 
-func (m *queueMetrics) Waited(p priorityqueue.Priority, d time.Duration) {
+func (m *QueueMetrics) Waited(p priorityqueue.Priority, d time.Duration) {
 	m.i.queueDuration.Record(context.Background(), d.Seconds(), m.attrs(p))
 }
 
-func (m *queueMetrics) Unfinished(total, longest time.Duration) {
-	attrs := controllerAttr(m.name)
+func (m *QueueMetrics) Unfinished(total, longest time.Duration) {
+	attrs := ControllerAttr(m.name)
 	m.i.unfinished.Record(context.Background(), total.Seconds(), attrs)
 	m.i.longestUnfinished.Record(context.Background(), longest.Seconds(), attrs)
 }
 
-func controllerAttr(name string) metric.MeasurementOption {
-	return metric.WithAttributeSet(attribute.NewSet(attribute.String(attrController, name)))
+// ControllerAttr is the attribute set of the controller named name alone,
+// as a measurement's option.
+func ControllerAttr(name string) metric.MeasurementOption {
+	return metric.WithAttributeSet(attribute.NewSet(attribute.String(AttrController, name)))
 }
