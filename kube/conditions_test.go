@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"sync/atomic"
 	"testing"
 	"testing/synctest"
@@ -13,7 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/z5labs/humus"
-	"k8s.io/apimachinery/pkg/api/meta"
+	"github.com/z5labs/humus/kube/internal/conditions"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
@@ -71,147 +70,13 @@ func summary(conditions []metav1.Condition) []string {
 	return out
 }
 
-func conventions(t testing.TB) *statusConventions[widgetSpec, readyStatus] {
-	t.Helper()
-	sc, err := newStatusConventions(readyWidgets())
-	require.NoError(t, err)
-	return sc
-}
-
-// concludeOn runs the conventions on a reconcile of generation of an
-// object whose status was before, that returned status and out.
-func concludeOn(t testing.TB, sc *statusConventions[widgetSpec, readyStatus], generation int64, before readyStatus, status *readyStatus, out outcome) (*readyStatus, error) {
-	t.Helper()
-	b, err := json.Marshal(before)
-	require.NoError(t, err)
-	return sc.conclude(generation, b, sc.remember(&before), status, out)
-}
-
-func TestStatusConventionsByOutcome(t *testing.T) {
-	sc := conventions(t)
-	for _, tc := range []struct {
-		name string
-		out  outcome
-		want []string
-	}{
-		{"success", outcome{}, []string{"Ready=True/Reconciled@2"}},
-		{"a negative After is none", outcome{after: -time.Second}, []string{"Ready=True/Reconciled@2"}},
-		{"After", outcome{after: time.Minute}, []string{"Ready=False/Requeued@2", "Reconciling=True/Requeued@2"}},
-		{"Waiting", outcome{waiting: "boom: 1/3 replicas available", after: time.Minute}, []string{"Ready=False/Waiting@2", "Reconciling=True/Waiting@2"}},
-		{"an error retried", outcome{err: errors.New("boom")}, []string{"Ready=False/ReconcileFailed@2", "Reconciling=True/ReconcileFailed@2"}},
-		{"an error retried, with Waiting", outcome{err: errors.New("boom"), waiting: "boom"}, []string{"Ready=False/ReconcileFailed@2", "Reconciling=True/ReconcileFailed@2"}},
-		{"a terminal error", outcome{err: Terminal(errors.New("boom"))}, []string{"Ready=False/TerminalError@2", "Stalled=True/TerminalError@2"}},
-		{"a wrapped terminal error", outcome{after: time.Minute, err: fmt.Errorf("wrapped: %w", Terminal(errors.New("boom")))}, []string{"Ready=False/TerminalError@2", "Stalled=True/TerminalError@2"}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			synctest.Test(t, func(t *testing.T) {
-				st, err := concludeOn(t, sc, 2, readyStatus{ObservedGeneration: 1}, &readyStatus{Seen: 3}, tc.out)
-				require.Equal(t, tc.out.err, err, "the error is the Reconciler's")
-				require.Equal(t, int64(2), st.ObservedGeneration)
-				require.Equal(t, int64(3), st.Seen, "the Reconciler's fields are kept")
-				require.Equal(t, tc.want, summary(st.Conditions))
-				for _, c := range st.Conditions {
-					require.Equal(t, time.Now().UTC(), c.LastTransitionTime.UTC())
-					if tc.out.err != nil || tc.out.waiting != "" {
-						require.Contains(t, c.Message, "boom")
-					}
-				}
-			})
-		})
-	}
-}
-
-// A failure, then its end: Reconciling and Stalled are removed, not set
-// False, as kstatus's abnormal-true conditions; Ready's
-// lastTransitionTime moves only when its status does.
-func TestStatusConventionsFollowTheOutcomes(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		sc := conventions(t)
-		start := time.Now()
-		st, err := concludeOn(t, sc, 1, readyStatus{}, nil, outcome{err: errors.New("boom")})
-		require.Error(t, err)
-		require.Equal(t, []string{"Ready=False/ReconcileFailed@1", "Reconciling=True/ReconcileFailed@1"}, summary(st.Conditions))
-
-		time.Sleep(time.Minute)
-		st, err = concludeOn(t, sc, 1, *st, nil, outcome{err: Terminal(errors.New("bad spec"))})
-		require.Error(t, err)
-		require.Equal(t, []string{"Ready=False/TerminalError@1", "Stalled=True/TerminalError@1"}, summary(st.Conditions))
-		ready := meta.FindStatusCondition(st.Conditions, ConditionReady)
-		require.Equal(t, start.UTC(), ready.LastTransitionTime.UTC(), "Ready stayed False")
-		require.Equal(t, "bad spec", ready.Message)
-
-		time.Sleep(time.Minute)
-		st, err = concludeOn(t, sc, 2, *st, &readyStatus{Seen: 4}, outcome{})
-		require.NoError(t, err)
-		require.Equal(t, []string{"Ready=True/Reconciled@2"}, summary(st.Conditions), "a status made afresh still has kube's conditions")
-		ready = meta.FindStatusCondition(st.Conditions, ConditionReady)
-		require.Equal(t, time.Now().UTC(), ready.LastTransitionTime.UTC())
-		require.Empty(t, ready.Message)
-
-		// Steady state: the same status, byte for byte, so nothing to apply.
-		time.Sleep(time.Minute)
-		before, _ := json.Marshal(st)
-		again, err := concludeOn(t, sc, 2, *st, &readyStatus{Seen: 4}, outcome{})
-		require.NoError(t, err)
-		after, _ := json.Marshal(again)
-		require.JSONEq(t, string(before), string(after))
-		require.Equal(t, string(before), string(after))
-	})
-}
-
-// The Reconciler's own conditions are its; kube's it may not set.
-func TestStatusConventionsRefuseTheReconcilersOwnReady(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		sc := conventions(t)
-		prev, err := concludeOn(t, sc, 1, readyStatus{}, &readyStatus{}, outcome{})
-		require.NoError(t, err)
-
-		mine := *prev
-		mine.Conditions = append([]metav1.Condition(nil), prev.Conditions...)
-		meta.SetStatusCondition(&mine.Conditions, metav1.Condition{Type: "Available", Status: metav1.ConditionTrue, Reason: "Up"})
-		st, err := concludeOn(t, sc, 1, *prev, &mine, outcome{})
-		require.NoError(t, err, "another condition type is the Reconciler's")
-		require.Equal(t, []string{"Ready=True/Reconciled@1", "Available=True/Up@0"}, summary(st.Conditions))
-
-		mine.ObservedGeneration = 2
-		st, err = concludeOn(t, sc, 2, *prev, &mine, outcome{})
-		require.NoError(t, err, "the generation kube writes too is no conflict")
-		require.Equal(t, int64(2), st.ObservedGeneration)
-
-		for _, typ := range []string{ConditionReady, ConditionReconciling, ConditionStalled} {
-			own := readyStatus{Conditions: append([]metav1.Condition(nil), prev.Conditions...)}
-			meta.SetStatusCondition(&own.Conditions, metav1.Condition{Type: typ, Status: metav1.ConditionFalse, Reason: "Mine"})
-			st, err := concludeOn(t, sc, 1, *prev, &own, outcome{})
-			require.True(t, IsTerminal(err), "%s: %v", typ, err)
-			require.ErrorContains(t, err, "set the status's condition "+typ+", which kube writes")
-			require.Equal(t, []string{"Ready=False/TerminalError@1", "Stalled=True/TerminalError@1"}, summary(st.Conditions), typ)
-		}
-		st, err = concludeOn(t, sc, 1, *prev, &readyStatus{ObservedGeneration: 7}, outcome{})
-		require.True(t, IsTerminal(err))
-		require.ErrorContains(t, err, "set the status's observedGeneration")
-		require.Equal(t, int64(1), st.ObservedGeneration)
-	})
-}
-
-func TestTerminalIsAMarkThatUnwraps(t *testing.T) {
-	require.NoError(t, Terminal(nil))
-	base := errors.New("bad spec")
-	err := Terminal(base)
-	require.Equal(t, "bad spec", err.Error())
-	require.ErrorIs(t, err, base)
-	require.True(t, IsTerminal(fmt.Errorf("reconciling: %w", err)))
-	require.True(t, IsTerminal(errors.Join(errors.New("other"), err)))
-	require.False(t, IsTerminal(base))
-	require.False(t, IsTerminal(nil))
-}
-
-func TestConditionMessagesAreCutToTheirMaximum(t *testing.T) {
-	long := strings.Repeat("é", maxConditionMessage) // two bytes each
-	got := conditionMessage(errors.New(long))
-	require.LessOrEqual(t, len(got), maxConditionMessage)
-	require.True(t, strings.HasSuffix(got, "…"))
-	require.True(t, json.Valid([]byte(fmt.Sprintf("%q", got))))
-	require.Equal(t, "short", conditionMessage(errors.New("short")))
+// The exported condition types and reasons are internal/conditions' own.
+func TestTheConditionsAreTheInternalOnes(t *testing.T) {
+	require.Equal(t,
+		[]string{conditions.Ready, conditions.Reconciling, conditions.Stalled, conditions.ReasonReconciled, conditions.ReasonRequeued, conditions.ReasonWaiting, conditions.ReasonTerminalError, conditions.ReasonReconcileFailed},
+		[]string{ConditionReady, ConditionReconciling, ConditionStalled, ReasonReconciled, ReasonRequeued, ReasonWaiting, ReasonTerminalError, ReasonReconcileFailed})
+	require.True(t, IsTerminal(conditions.Terminal(errors.New("x"))))
+	require.True(t, conditions.IsTerminal(Terminal(errors.New("x"))))
 }
 
 func TestStatusConventionsNeedTheirFields(t *testing.T) {
@@ -244,26 +109,14 @@ func TestStatusConventionsNeedTheirFields(t *testing.T) {
 }
 
 // The CRD defaults the status to observedGeneration 0, behind every
-// object's generation, until the controller writes it.
+// object's generation, until the controller writes it (the default itself
+// is internal/crdschema's DefaultStatus, tested there).
 func TestStatusConventionsDefaultTheObservedGeneration(t *testing.T) {
 	crd, err := readyWidgets().CRD()
 	require.NoError(t, err)
 	st := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"]
 	require.NotNil(t, st.Default)
 	require.JSONEq(t, `{"observedGeneration":0}`, string(st.Default.Raw))
-
-	type required struct {
-		Phase              string             `json:"phase"`
-		ObservedGeneration int64              `json:"observedGeneration"`
-		Conditions         []metav1.Condition `json:"conditions"`
-	}
-	crd, err = Resource[widgetSpec, required]{
-		Group: "test.example.com", Version: "v1", Kind: "Widget", Plural: "widgets", Scope: Namespaced,
-		StatusConventions: true,
-	}.CRD()
-	require.NoError(t, err)
-	st = crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["status"]
-	require.JSONEq(t, `{"phase":"","observedGeneration":0}`, string(st.Default.Raw), "a required field has its zero value")
 
 	crd, err = widgets().CRD()
 	require.NoError(t, err)

@@ -158,11 +158,11 @@ func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition
 	// StatusConventions (conditions.go): the Status must hold its fields,
 	// and the CRD defaults the status of its own Version to
 	// observedGeneration 0.
-	_, _, convErr := statusFields(reflect.TypeFor[Status]())
+	_, _, convErr := crdschema.StatusFields(reflect.TypeFor[Status]())
 	if err != nil || convErr != nil {
 		return nil, errors.Join(err, convErr)
 	}
-	if err := defaultStatus[Status](crd, r.Version); err != nil {
+	if err := crdschema.DefaultStatus(crd, r.Version, reflect.TypeFor[Status]()); err != nil {
 		return nil, err
 	}
 	return crd, nil
@@ -170,25 +170,40 @@ func (r Resource[Spec, Status]) CRD() (*apiextensionsv1.CustomResourceDefinition
 
 // schemaResource is r as crdschema reflects it, its own version alone.
 func (r Resource[Spec, Status]) schemaResource() crdschema.Resource {
-	rules := make([]crdschema.Rules, len(r.Rules))
-	for i, tr := range r.Rules {
-		rules[i] = tr.r
-	}
-	columns := make([]crdschema.Column, len(r.Columns))
-	for i, c := range r.Columns {
-		columns[i] = c.c
-	}
-	selectable := make([]crdschema.Selectable, len(r.SelectableFields))
-	for i, f := range r.SelectableFields {
-		selectable[i] = f.s
-	}
 	return crdschema.Resource{
 		Group: r.Group, Version: r.Version, Kind: r.Kind, Plural: r.Plural, Scope: string(r.Scope),
 		Singular: r.Singular, ShortNames: r.ShortNames, Categories: r.Categories,
 		Annotations: r.Annotations, Labels: r.Labels,
-		Rules: rules, Columns: columns, SelectableFields: selectable,
+		Rules: schemaRules(r.Rules), Columns: schemaColumns(r.Columns), SelectableFields: schemaSelectable(r.SelectableFields),
 		Description: r.Description, OmitUpstreamDescriptions: r.OmitUpstreamDescriptions,
 		EmbeddedObjectMeta: r.EmbeddedObjectMeta,
 		Spec:               reflect.TypeFor[Spec](), Status: reflect.TypeFor[Status](), Object: reflect.TypeFor[Object[Spec, Status]](),
 	}
+}
+
+// schemaRules, schemaColumns and schemaSelectable are a Resource's or a
+// VersionOptions' Rules, Columns and SelectableFields as crdschema has
+// them.
+func schemaRules(rs []TypeRules) []crdschema.Rules {
+	out := make([]crdschema.Rules, len(rs))
+	for i, tr := range rs {
+		out[i] = tr.r
+	}
+	return out
+}
+
+func schemaColumns(cs []Column) []crdschema.Column {
+	out := make([]crdschema.Column, len(cs))
+	for i, c := range cs {
+		out[i] = c.c
+	}
+	return out
+}
+
+func schemaSelectable(fs []SelectableField) []crdschema.Selectable {
+	out := make([]crdschema.Selectable, len(fs))
+	for i, f := range fs {
+		out[i] = f.s
+	}
+	return out
 }

@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"os"
 	"regexp"
-	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -227,49 +226,9 @@ func TestVersionMistakesAreNamedInOneError(t *testing.T) {
 	require.ErrorContains(t, err, "version v1 is declared twice")
 }
 
-// TestAWebhookClientIsCheckedAsTheAPIServerChecksIt names each mistake of
-// a URL or a Service.
-func TestAWebhookClientIsCheckedAsTheAPIServerChecksIt(t *testing.T) {
-	for _, tc := range []struct {
-		w    kube.WebhookClient
-		want string
-	}{
-		{kube.WebhookClient{}, "kube: Resource.ConversionWebhook is missing: Versions convert through a webhook, so name the Service in front of the App's webhook server (Namespace and Name), or a URL"},
-		{kube.WebhookClient{URL: "http://127.0.0.1/convert"}, `kube: Resource.ConversionWebhook.URL "http://127.0.0.1/convert": the scheme must be https`},
-		{kube.WebhookClient{URL: "https:///convert"}, `kube: Resource.ConversionWebhook.URL "https:///convert": it has no host`},
-		{kube.WebhookClient{URL: "https://u@h/convert#x"}, `kube: Resource.ConversionWebhook.URL "https://u@h/convert#x": it may have no user, query or fragment`},
-		{kube.WebhookClient{Name: "svc"}, "kube: Resource.ConversionWebhook.Namespace is missing: give the Service's namespace"},
-		{kube.WebhookClient{Namespace: "ns", Port: 70000, Path: "convert"}, "kube: Resource.ConversionWebhook.Name is missing: name the Service in front of the App's webhook server\n" +
-			"kube: Resource.ConversionWebhook.Port 70000: must be from 1 to 65535\n" +
-			`kube: Resource.ConversionWebhook.Path "convert": must start with /`},
-		{kube.WebhookClient{Namespace: "NS", Name: "Svc"}, `kube: Resource.ConversionWebhook.Name "Svc": a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character (e.g. 'my-name',  or 'abc-123', regex used for validation is '[a-z]([-a-z0-9]*[a-z0-9])?')` + "\n" +
-			`kube: Resource.ConversionWebhook.Namespace "NS": a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')`},
-	} {
-		r := widgets()
-		r.ConversionWebhook = tc.w
-		_, err := r.CRD()
-		require.EqualError(t, err, tc.want)
-	}
-	r := widgets()
-	r.Versions = nil
-	r.ConversionWebhook = kube.WebhookClient{URL: "https://h/convert"}
-	_, err := r.CRD()
-	require.EqualError(t, err, "kube: Resource.ConversionWebhook is set, but the Resource has no Versions to convert")
-}
-
-// TestADeprecationWarningIsCheckedAsTheAPIServerChecksIt: at most 256
-// printable characters.
-func TestADeprecationWarningIsCheckedAsTheAPIServerChecksIt(t *testing.T) {
-	r := widgets()
-	r.Versions = r.Versions[:1]
-	r.Versions[0] = kube.NewVersion("v1", widgetV1ToV2, widgetV2ToV1, kube.VersionOptions{Deprecated: true, DeprecationWarning: strings.Repeat("x", 256) + "\n"})
-	_, err := r.CRD()
-	require.EqualError(t, err, "kube: Resource.Versions[0] (v1, *kube.Object[github.com/z5labs/humus/kube_test.WidgetV1Spec,github.com/z5labs/humus/kube_test.WidgetV1Status]): its DeprecationWarning is 257 bytes, more than 256\n"+
-		`kube: Resource.Versions[0] (v1, *kube.Object[github.com/z5labs/humus/kube_test.WidgetV1Spec,github.com/z5labs/humus/kube_test.WidgetV1Status]): its DeprecationWarning "`+strings.Repeat("x", 256)+`\n" has characters that are not printable`)
-}
-
 // TestTheSingleVersionCRDHasNoConversion: a Resource without Versions is
-// what it was, one version and no spec.conversion.
+// what it was, one version and no spec.conversion. (The checks of the
+// versions and the webhook's client are internal/crdversions' tests.)
 func TestTheSingleVersionCRDHasNoConversion(t *testing.T) {
 	r := widgets()
 	r.Versions, r.ConversionWebhook = nil, kube.WebhookClient{}
@@ -278,6 +237,11 @@ func TestTheSingleVersionCRDHasNoConversion(t *testing.T) {
 	require.Nil(t, crd.Spec.Conversion)
 	require.Len(t, crd.Spec.Versions, 1)
 	require.True(t, crd.Spec.Versions[0].Storage)
+
+	// A ConversionWebhook alone is a resource of versions, without any.
+	r.ConversionWebhook = kube.WebhookClient{URL: "https://h/convert"}
+	_, err = r.CRD()
+	require.EqualError(t, err, "kube: Resource.ConversionWebhook is set, but the Resource has no Versions to convert")
 }
 
 // TestConversionServesTheResourcesVersions: Resource.Conversion is what
@@ -355,17 +319,4 @@ func convert(t *testing.T, h http.Handler, desired string, obj any) []byte {
 	}
 	require.Len(t, rev.Response.ConvertedObjects, 1)
 	return rev.Response.ConvertedObjects[0].Raw
-}
-
-// TestEveryMistakeInAWebhookURLIsNamed: a URL of the wrong scheme, with no
-// host and with a user, query and fragment has each named, not the first
-// alone.
-func TestEveryMistakeInAWebhookURLIsNamed(t *testing.T) {
-	r := widgets()
-	r.ConversionWebhook = kube.WebhookClient{URL: "http://user@/convert?a=b#f"}
-	_, err := r.CRD()
-	require.Error(t, err)
-	for _, want := range []string{"the scheme must be https", "it has no host", "it may have no user, query or fragment"} {
-		require.ErrorContains(t, err, want)
-	}
 }

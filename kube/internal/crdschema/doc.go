@@ -10,7 +10,10 @@
 // and the constraint constructors (Enum, Minimum, ListMap, …) that
 // kube.TypeRules, kube.FieldOf and kube.ValuesOf hold; ResolveFields and
 // ResolveColumns, which turn field pointers into field indexes and JSON
-// paths; and CEL, which kube.CEL converts to.
+// paths; CEL, which kube.CEL converts to; and StatusFields and
+// DefaultStatus, the reflection side of kube's StatusConventions: where a
+// Status type holds conditions and observedGeneration, and the CRD's status
+// default.
 //
 // Its invariants:
 //
