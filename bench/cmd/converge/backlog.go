@@ -18,12 +18,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	watchtools "k8s.io/client-go/tools/watch"
 
 	"github.com/z5labs/humus/bench/internal/memcached"
-	"github.com/z5labs/humus/controlplane"
 )
 
 // The backlog scenario (-backlog, issue 30): a user's writes while a
@@ -159,36 +157,11 @@ func runBacklog(ctx context.Context, c config, o backlogOptions, peer string, n,
 }
 
 func runBacklogErr(ctx context.Context, c config, o backlogOptions, r *BacklogRun) error {
-	var cluster *controlplane.Cluster
-	var err error
-	if c.kubeconfig != "" {
-		if cluster, err = controlplane.FromKubeconfig(c.kubeconfig); err != nil {
-			return err
-		}
-	} else {
-		c.logf("backlog %s N=%d W=%d: starting a control plane", r.Peer, r.Objects, r.Workers)
-		if cluster, err = controlplane.Start(ctx, c.cp); err != nil {
-			return err
-		}
-	}
-	defer cluster.Stop()
-	cfg := cluster.RESTConfig()
-	cfg.QPS = -1
-	cfg.UserAgent = "converge"
-	kc, err := kubernetes.NewForConfig(cfg)
+	cluster, kc, dc, stop, err := c.cluster(ctx, fmt.Sprintf("backlog %s N=%d W=%d", r.Peer, r.Objects, r.Workers))
 	if err != nil {
 		return err
 	}
-	dc, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	if err := installCRD(ctx, cfg); err != nil {
-		return err
-	}
-	if c.kubeconfig != "" {
-		defer cleanup(kc, dc)
-	}
+	defer stop()
 	if err := createObjects(ctx, kc, dc, r.Objects); err != nil {
 		return err
 	}

@@ -181,36 +181,11 @@ func runOne(ctx context.Context, c config, peer string, n, w int) (r Run) {
 }
 
 func runOneErr(ctx context.Context, c config, r *Run) (err error) {
-	var cluster *controlplane.Cluster
-	if c.kubeconfig != "" {
-		if cluster, err = controlplane.FromKubeconfig(c.kubeconfig); err != nil {
-			return err
-		}
-	} else {
-		c.logf("%s N=%d W=%d: starting a control plane", r.Peer, r.Objects, r.Workers)
-		if cluster, err = controlplane.Start(ctx, c.cp); err != nil {
-			return err
-		}
-	}
-	defer cluster.Stop()
-
-	cfg := cluster.RESTConfig()
-	cfg.QPS = -1
-	cfg.UserAgent = "converge"
-	kc, err := kubernetes.NewForConfig(cfg)
+	cluster, kc, dc, stop, err := c.cluster(ctx, fmt.Sprintf("%s N=%d W=%d", r.Peer, r.Objects, r.Workers))
 	if err != nil {
 		return err
 	}
-	dc, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		return err
-	}
-	if err := installCRD(ctx, cfg); err != nil {
-		return err
-	}
-	if c.kubeconfig != "" {
-		defer cleanup(kc, dc)
-	}
+	defer stop()
 	if err := createObjects(ctx, kc, dc, r.Objects); err != nil {
 		return err
 	}
@@ -352,6 +327,47 @@ func runOneErr(ctx context.Context, c config, r *Run) (err error) {
 	st.RequestTotal, st.Writes, st.StatusWrites = st.Requests.total(), st.Requests.writes(), st.Requests.statusWrites()
 	r.Steady = st
 	return nil
+}
+
+// cluster starts a control plane of its own (or attaches to c.kubeconfig's),
+// makes the typed and dynamic clients and installs the Memcached CRD. label
+// names the run in the progress log. stop cleans up the objects of an
+// existing cluster, then stops the cluster; on an error, cluster returns
+// having stopped it already.
+func (c config) cluster(ctx context.Context, label string) (cluster *controlplane.Cluster, kc kubernetes.Interface, dc dynamic.Interface, stop func(), err error) {
+	if c.kubeconfig != "" {
+		if cluster, err = controlplane.FromKubeconfig(c.kubeconfig); err != nil {
+			return nil, nil, nil, nil, err
+		}
+	} else {
+		c.logf("%s: starting a control plane", label)
+		if cluster, err = controlplane.Start(ctx, c.cp); err != nil {
+			return nil, nil, nil, nil, err
+		}
+	}
+	fail := func(err error) (*controlplane.Cluster, kubernetes.Interface, dynamic.Interface, func(), error) {
+		cluster.Stop()
+		return nil, nil, nil, nil, err
+	}
+	cfg := cluster.RESTConfig()
+	cfg.QPS = -1
+	cfg.UserAgent = "converge"
+	if kc, err = kubernetes.NewForConfig(cfg); err != nil {
+		return fail(err)
+	}
+	if dc, err = dynamic.NewForConfig(cfg); err != nil {
+		return fail(err)
+	}
+	if err := installCRD(ctx, cfg); err != nil {
+		return fail(err)
+	}
+	stop = func() {
+		if c.kubeconfig != "" {
+			cleanup(kc, dc)
+		}
+		cluster.Stop()
+	}
+	return cluster, kc, dc, stop, nil
 }
 
 // installCRD creates the Memcached CRD from kube's Resource and waits until
