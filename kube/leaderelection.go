@@ -12,13 +12,11 @@ import (
 // a shard member share is internal/tenure's. Serve campaigns and leads
 // with them (serve.go).
 
-// errLeaseExpired, errOtherHolder and errLeaderSameIdentity are why a
-// replica stopped working: the cause of its lead context. errNotLeading
-// is a graceful end.
+// errOtherHolder and errLeaderSameIdentity are why a replica stopped
+// working: the cause of its lead context (internal/tenure's ErrLeaseExpired
+// is the third).
 var (
-	errLeaseExpired       = tenure.ErrLeaseExpired
 	errOtherHolder        = tenure.ErrOtherHolder
-	errNotLeading         = tenure.ErrNotLeading
 	errLeaderSameIdentity = leaderelection.ErrSameIdentity
 )
 
