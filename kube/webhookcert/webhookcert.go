@@ -58,27 +58,19 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
-	"crypto/x509"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/contrib/bridges/otelslog"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
-	apiextensionsv1ac "k8s.io/apiextensions-apiserver/pkg/client/applyconfiguration/apiextensions/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
-	admissionregistrationv1ac "k8s.io/client-go/applyconfigurations/admissionregistration/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus"
@@ -529,189 +521,4 @@ func (c *Certs) update(ctx context.Context, sec *corev1.Secret, what string) (*c
 	}
 	c.log.InfoContext(ctx, what)
 	return out, nil
-}
-
-// load returns the Secret's certificate under certKey and keyKey, or why
-// it can't be served.
-func (c *Certs) load(sec *corev1.Secret, certKey, keyKey string) (*tls.Certificate, string) {
-	if len(sec.Data[certKey]) == 0 {
-		return nil, "the Secret has no " + certKey
-	}
-	pair, err := tls.X509KeyPair(sec.Data[certKey], sec.Data[keyKey])
-	if err != nil {
-		return nil, fmt.Sprintf("its %s doesn't load: %v", certKey, err)
-	}
-	leaf := pair.Leaf
-	// A certificate for more hosts than Config.Hosts is served as it is:
-	// in a rolling update that adds a host, the old replicas keep the new
-	// replicas' certificate rather than replace it every check.
-	if have, want := hostsOf(leaf), canonicalHosts(c.cfg.Hosts); slices.ContainsFunc(want, func(h string) bool { return !slices.Contains(have, h) }) {
-		return nil, fmt.Sprintf("its %s is for %v, not every one of %v", certKey, have, want)
-	}
-	if !c.now().Before(leaf.NotAfter) {
-		return nil, fmt.Sprintf("its %s expired at %s", certKey, leaf.NotAfter.UTC().Format(time.RFC3339))
-	}
-	roots := x509.NewCertPool()
-	if !roots.AppendCertsFromPEM(sec.Data[CAKey]) {
-		return nil, "its " + CAKey + " holds no certificate"
-	}
-	if _, err := leaf.Verify(x509.VerifyOptions{Roots: roots, CurrentTime: c.now(), KeyUsages: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}); err != nil {
-		return nil, fmt.Sprintf("its %s isn't signed by a CA of its %s: %v", certKey, CAKey, err)
-	}
-	return &pair, ""
-}
-
-// hostsOf returns a certificate's DNS names and IP addresses, sorted.
-func hostsOf(leaf *x509.Certificate) []string {
-	hosts := slices.Clone(leaf.DNSNames)
-	for _, ip := range leaf.IPAddresses {
-		hosts = append(hosts, ip.String())
-	}
-	slices.Sort(hosts)
-	return slices.Compact(hosts)
-}
-
-// canonicalHosts returns hosts as a certificate made for them names them,
-// sorted: each IP address as net.IP.String writes it (::1 for
-// 0:0:0:0:0:0:0:1, 127.0.0.1 for ::ffff:127.0.0.1), as hostsOf reads it.
-func canonicalHosts(hosts []string) []string {
-	out := make([]string, 0, len(hosts))
-	for _, h := range hosts {
-		if ip := net.ParseIP(h); ip != nil {
-			h = ip.String()
-		}
-		out = append(out, h)
-	}
-	slices.Sort(out)
-	return slices.Compact(out)
-}
-
-// maxCAs is how many CAs ca.crt holds at most: the newest, and the two
-// before it that haven't expired (see renew).
-const maxCAs = 3
-
-// renew makes a new CA and serving certificate into sec's certKey and
-// keyKey, and sets its ca.crt to the new CA followed by the CAs of the old
-// ca.crt that haven't expired, newest first, maxCAs in all: a replica
-// still serving the old certificate stays trusted until it reads the new
-// one.
-//
-// The rule, and why dropping the oldest is safe: each renew puts its CA
-// first, so ca.crt is newest first. On a renewal it holds the next CA, the
-// current one (served by every replica until the promotion, and by a
-// replica that hasn't checked since for up to CheckInterval after it) and
-// the one before (served until the last promotion, a whole renewal period
-// earlier, which every replica has long stopped serving). A CA falls out
-// only when two newer ones have been made after it, the older of which was
-// served past Propagation or replaced as broken: a replica serving a
-// certificate of the dropped CA would have had to miss two writes of the
-// Secret in a row. Without this bound, two replicas with different
-// Config.Hosts (a rolling update that changes them) would replace each
-// other's certificate every check, and ca.crt would grow by a CA each time
-// until the Secret's 1 MiB limit.
-func (c *Certs) renew(sec *corev1.Secret, certKey, keyKey string) error {
-	a, err := c.newCA(c.cfg.Validity, c.cfg.Hosts...)
-	if err != nil {
-		return fmt.Errorf("webhookcert: making a certificate: %w", err)
-	}
-	certPEM, keyPEM := a.ServingPEM()
-	bundle := a.CABundle()
-	rest := sec.Data[CAKey]
-	for kept := 1; kept < maxCAs; {
-		var b *pem.Block
-		if b, rest = pem.Decode(rest); b == nil {
-			break
-		}
-		if ca, err := x509.ParseCertificate(b.Bytes); err == nil && b.Type == "CERTIFICATE" && c.now().Before(ca.NotAfter) {
-			bundle = append(bundle, pem.EncodeToMemory(b)...)
-			kept++
-		}
-	}
-	if sec.Data == nil {
-		sec.Data = map[string][]byte{}
-	}
-	sec.Data[certKey], sec.Data[keyKey], sec.Data[CAKey] = certPEM, keyPEM, bundle
-	return nil
-}
-
-// inject gives bundle to each named CRD and webhook configuration whose
-// caBundle differs, with a server-side apply of that field alone under the
-// field manager, forced: another manager's value (kubectl's, from a CRD
-// file with a caBundle) is taken over, since only this one is right.
-func (c *Certs) inject(ctx context.Context, bundle []byte) error {
-	opts := metav1.ApplyOptions{FieldManager: c.cfg.FieldManager, Force: true}
-	var errs []error
-	crds := c.ext.ApiextensionsV1().CustomResourceDefinitions()
-	for _, name := range c.cfg.CRDs {
-		crd, err := crds.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("webhookcert: reading the CRD %s: %w", name, err))
-			continue
-		}
-		conv := crd.Spec.Conversion
-		if conv == nil || conv.Strategy != apiextensionsv1.WebhookConverter || conv.Webhook == nil || conv.Webhook.ClientConfig == nil {
-			errs = append(errs, fmt.Errorf("webhookcert: the CRD %s has no conversion webhook (spec.conversion.strategy Webhook with a clientConfig) to give a caBundle", name))
-			continue
-		}
-		if bytes.Equal(conv.Webhook.ClientConfig.CABundle, bundle) {
-			continue
-		}
-		_, err = crds.Apply(ctx, apiextensionsv1ac.CustomResourceDefinition(name).WithSpec(
-			apiextensionsv1ac.CustomResourceDefinitionSpec().WithConversion(
-				apiextensionsv1ac.CustomResourceConversion().WithWebhook(
-					apiextensionsv1ac.WebhookConversion().WithClientConfig(
-						apiextensionsv1ac.WebhookClientConfig().WithCABundle(bundle...))))), opts)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("webhookcert: giving the CRD %s its caBundle: %w", name, err))
-			continue
-		}
-		c.log.InfoContext(ctx, "gave the CRD the webhooks' CA bundle", "k8s.crd.name", name)
-	}
-	vwcs := c.kc.AdmissionregistrationV1().ValidatingWebhookConfigurations()
-	for _, name := range c.cfg.ValidatingWebhookConfigurations {
-		cfg, err := vwcs.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("webhookcert: reading the ValidatingWebhookConfiguration %s: %w", name, err))
-			continue
-		}
-		if !slices.ContainsFunc(cfg.Webhooks, func(w admissionregistrationv1.ValidatingWebhook) bool {
-			return !bytes.Equal(w.ClientConfig.CABundle, bundle)
-		}) {
-			continue
-		}
-		// Every webhook's, not only those that differ: an apply that
-		// leaves out a field its manager set removes it.
-		ac := admissionregistrationv1ac.ValidatingWebhookConfiguration(name)
-		for _, w := range cfg.Webhooks {
-			ac.WithWebhooks(admissionregistrationv1ac.ValidatingWebhook().WithName(w.Name).WithClientConfig(
-				admissionregistrationv1ac.WebhookClientConfig().WithCABundle(bundle...)))
-		}
-		if _, err := vwcs.Apply(ctx, ac, opts); err != nil {
-			errs = append(errs, fmt.Errorf("webhookcert: giving the ValidatingWebhookConfiguration %s its caBundle: %w", name, err))
-		}
-	}
-	mwcs := c.kc.AdmissionregistrationV1().MutatingWebhookConfigurations()
-	for _, name := range c.cfg.MutatingWebhookConfigurations {
-		cfg, err := mwcs.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("webhookcert: reading the MutatingWebhookConfiguration %s: %w", name, err))
-			continue
-		}
-		if !slices.ContainsFunc(cfg.Webhooks, func(w admissionregistrationv1.MutatingWebhook) bool {
-			return !bytes.Equal(w.ClientConfig.CABundle, bundle)
-		}) {
-			continue
-		}
-		// Every webhook's, not only those that differ: an apply that
-		// leaves out a field its manager set removes it.
-		ac := admissionregistrationv1ac.MutatingWebhookConfiguration(name)
-		for _, w := range cfg.Webhooks {
-			ac.WithWebhooks(admissionregistrationv1ac.MutatingWebhook().WithName(w.Name).WithClientConfig(
-				admissionregistrationv1ac.WebhookClientConfig().WithCABundle(bundle...)))
-		}
-		if _, err := mwcs.Apply(ctx, ac, opts); err != nil {
-			errs = append(errs, fmt.Errorf("webhookcert: giving the MutatingWebhookConfiguration %s its caBundle: %w", name, err))
-		}
-	}
-	return errors.Join(errs...)
 }
