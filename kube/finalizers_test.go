@@ -113,7 +113,7 @@ func TestPanicInReconcileIsRecoveredAndNotRetried(t *testing.T) {
 		synctest.Wait()
 
 		// The controller's own status apply doesn't come back as work
-		// (echoes.go), so "good" is reconciled once.
+		// (internal/echoes), so "good" is reconciled once.
 		require.Equal(t, map[string]int{"bad": 1, "good": 1}, reconciles.get(),
 			"the panicking object is not retried; the other is reconciled")
 		for _, a := range f.statusApplies() {
@@ -146,7 +146,7 @@ func TestPanicInFinalizerIsRecoveredNotRetriedAndKeepsTheFinalizer(t *testing.T)
 
 		require.Equal(t, map[string]int{"bad": 1}, finalizes.get(), "not retried")
 		// Adding the finalizer is the controller's own write, which
-		// doesn't come back as work (echoes.go): one reconcile.
+		// doesn't come back as work (internal/echoes): one reconcile.
 		require.Equal(t, 1, reconciles.get()["good"], "another object is still reconciled")
 		require.True(t, f.exists(widgetGVR, testNamespace, "bad"))
 		require.Equal(t, []string{widgetFinalizer}, f.get(t, widgetGVR, testNamespace, "bad").GetFinalizers(),

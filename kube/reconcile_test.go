@@ -21,7 +21,7 @@ import (
 
 // The spec's "two reconciles in all" was the object's, then its own
 // status apply's, handed back by the informer. That apply's event is now
-// the controller's own write, which isn't queued (echoes.go): one.
+// the controller's own write, which isn't queued (internal/echoes): one.
 func TestNewObjectIsReconciledOnceAndSettles(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		f := newFakeCluster(t, newWidget("w1", 3))
