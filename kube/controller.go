@@ -86,6 +86,12 @@ type Controller struct {
 	owns     []informerSpec
 	watches  []mappedResource
 
+	// ownsOnce makes owned, the Owns as internal/echoes reads a write's
+	// path against them, once: a reconcile's every write reads them
+	// (ownedWrite).
+	ownsOnce sync.Once
+	owned    []echoes.Owned
+
 	// listerCaches are the informers' caches a Lister reads, by resource
 	// (listers.go).
 	listerCaches map[schema.GroupVersionResource]*listerCache

@@ -107,11 +107,18 @@ func (c *Controller) ownedWrite(owner string, req *http.Request) (echoes.OwnedWr
 	if len(c.owns) == 0 {
 		return echoes.OwnedWrite{}, false
 	}
-	owns := make([]echoes.Owned, len(c.owns))
-	for i, o := range c.owns {
-		owns[i] = echoes.Owned{GVR: o.gvr, Selector: o.selector}
-	}
-	return echoes.OwnedWriteOf(owner, req, owns)
+	return echoes.OwnedWriteOf(owner, req, c.ownedResources())
+}
+
+// ownedResources is c's Owns as echoes.OwnedWriteOf takes them, made once.
+func (c *Controller) ownedResources() []echoes.Owned {
+	c.ownsOnce.Do(func() {
+		c.owned = make([]echoes.Owned, len(c.owns))
+		for i, o := range c.owns {
+			c.owned[i] = echoes.Owned{GVR: o.gvr, Selector: o.selector}
+		}
+	})
+	return c.owned
 }
 
 // ownedCached reports whether the Owns cache of w's resource holds the

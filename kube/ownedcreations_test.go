@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -15,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/z5labs/humus/kube/internal/apitransport"
+	"github.com/z5labs/humus/kube/internal/echoes"
 )
 
 // ownsConfigMaps is a Widget controller that Owns ConfigMaps and
@@ -313,4 +315,25 @@ func TestAnOwnedWriteThatPanicsHoldsNoEventForGood(t *testing.T) {
 	require.Zero(t, c.ownedCreations.Keys(), "the write ended")
 	h.OnUpdate(configMapOfW1("4"), configMapOfW1("5"))
 	require.Equal(t, 1, queue.Len(), "a later change of the child isn't held")
+}
+
+// Reading a reconcile's write as one to an owned resource costs what
+// echoes.OwnedWriteOf costs, and no more: the controller's Owns, as
+// OwnedWriteOf takes them, are made once, not on every write the
+// transport hands the reconcile's write hook (twice a write, with
+// noteApplied).
+func TestAnOwnedWriteAllocatesNoCopyOfTheOwns(t *testing.T) {
+	c := ownsConfigMaps()
+	owns := make([]echoes.Owned, len(c.owns))
+	for i, o := range c.owns {
+		owns[i] = echoes.Owned{GVR: o.gvr, Selector: o.selector}
+	}
+	for _, req := range []*http.Request{
+		{Method: http.MethodPatch, URL: &url.URL{Path: "/api/v1/namespaces/team-a/configmaps/w1"}},
+		{Method: http.MethodPatch, URL: &url.URL{Path: "/apis/test.example.com/v1/namespaces/team-a/widgets/w1"}},
+	} {
+		want := testing.AllocsPerRun(100, func() { _, _ = echoes.OwnedWriteOf("team-a/w1", req, owns) })
+		got := testing.AllocsPerRun(100, func() { _, _ = c.ownedWrite("team-a/w1", req) })
+		require.Equal(t, want, got, "%s %s", req.Method, req.URL.Path)
+	}
 }
