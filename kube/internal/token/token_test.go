@@ -192,7 +192,7 @@ func TestA401CallsTokenAgainAtOnceButAtMostOnceEvery5s(t *testing.T) {
 	f.server.reject("revoked")
 	ts.set(func() (string, error) { return "fresh", nil })
 	f.clock.Advance(RejectedPeriod)
-	require.Error(t, f.list(t))
+	require.EqualError(t, f.list(t), "status 401", "the request that carried the revoked token is answered 401 Unauthorized")
 	require.NoError(t, f.list(t), "the request after a 401 carries a new token")
 	require.EqualValues(t, 2, ts.calls.Load())
 	got := f.server.arrived()
