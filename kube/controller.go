@@ -91,6 +91,7 @@ type Controller struct {
 	// (ownedWrite).
 	ownsOnce sync.Once
 	owned    []echoes.Owned
+	pruned   []schema.GroupVersionResource // the resources of the Owns that prune (prune.go)
 
 	// listerCaches are the informers' caches a Lister reads, by resource
 	// (listers.go).

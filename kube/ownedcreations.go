@@ -110,12 +110,16 @@ func (c *Controller) ownedWrite(owner string, req *http.Request) (echoes.OwnedWr
 	return echoes.OwnedWriteOf(owner, req, c.ownedResources())
 }
 
-// ownedResources is c's Owns as echoes.OwnedWriteOf takes them, made once.
+// ownedResources is c's Owns as echoes.OwnedWriteOf takes them, made
+// once, with c.pruned (prunedResources).
 func (c *Controller) ownedResources() []echoes.Owned {
 	c.ownsOnce.Do(func() {
 		c.owned = make([]echoes.Owned, len(c.owns))
 		for i, o := range c.owns {
 			c.owned[i] = echoes.Owned{GVR: o.gvr, Selector: o.selector}
+			if o.prune != pruneOff {
+				c.pruned = append(c.pruned, o.gvr)
+			}
 		}
 	})
 	return c.owned

@@ -156,15 +156,12 @@ func (c *Controller) prunes() bool {
 	return slices.ContainsFunc(c.owns, func(o informerSpec) bool { return o.prune != pruneOff })
 }
 
-// prunedResources returns the resources of c's Owns that prune.
+// prunedResources returns the resources of c's Owns that prune, found
+// once, as ownedResources is: every reconcile that prunes asks, though
+// the ApplySet's group-kinds are found from them only once.
 func (c *Controller) prunedResources() []schema.GroupVersionResource {
-	var gvrs []schema.GroupVersionResource
-	for _, o := range c.owns {
-		if o.prune != pruneOff {
-			gvrs = append(gvrs, o.gvr)
-		}
-	}
-	return gvrs
+	c.ownedResources()
+	return c.pruned
 }
 
 // prunesResource reports whether an Owns of gr prunes.

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/z5labs/humus/kube/internal/applyset"
 )
@@ -162,4 +163,15 @@ func TestAFailedReconcilePrunesNothing(t *testing.T) {
 			})
 		})
 	}
+}
+
+// The resources the ApplySet's group-kinds are found from are found once,
+// as the group-kinds are, not on every reconcile that prunes.
+func TestThePrunedResourcesAreFoundOnce(t *testing.T) {
+	c := &Controller{owns: []informerSpec{
+		{gvr: configMapGVR, prune: pruneDelete},
+		{gvr: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}},
+	}}
+	require.Equal(t, []schema.GroupVersionResource{configMapGVR}, c.prunedResources())
+	require.Zero(t, testing.AllocsPerRun(100, func() { _ = c.prunedResources() }))
 }
