@@ -180,13 +180,20 @@ func TestStorageMigrationTakesAConflictOrANotFoundAsDone(t *testing.T) {
 				return false, nil, nil
 			})
 			tel := humustest.NewTelemetry(t)
-			err := f.migration(t, tel).once(t.Context())
+			mig := f.migration(t, tel)
+			writes := &recordedWrites{}
+			mig.cfg.Writes = writes
+			err := mig.once(t.Context())
 			sv, _ := f.storedVersions(t)
 			if tc.failed != "" {
 				require.ErrorContains(t, err, tc.failed)
 				require.Equal(t, []string{"v1", "v2"}, sv)
+				require.Equal(t, []string{"writing default/w1", "wrote default/w1 <nil>", "writing default/w2", "wrote default/w2 <nil>",
+					"writing default/w3", "wrote default/w3 <nil>"}, writes.calls, "a failed patch is told, with no object")
 				return
 			}
+			require.Equal(t, []string{"writing default/w1", "wrote default/w1 <nil>", "writing default/w2", "wrote default/w2 <nil>",
+				"writing default/w3", "wrote default/w3 5 skipped"}, writes.calls, "each rewrite is told before and after, a skipped one as such")
 			require.NoError(t, err)
 			require.Equal(t, []string{"v2"}, sv)
 			m, ok := tel.Metric(testScope, "humus.kube.controller.storage_migration.objects")
@@ -199,4 +206,22 @@ func TestStorageMigrationTakesAConflictOrANotFoundAsDone(t *testing.T) {
 			require.Equal(t, map[string]int64{"gone": 2, "unchanged": 1}, got, "the fake answers w3's patch with its resourceVersion unchanged")
 		})
 	}
+}
+
+// recordedWrites records what a Migration tells its Writes.
+type recordedWrites struct{ calls []string }
+
+func (w *recordedWrites) Writing(key string) { w.calls = append(w.calls, "writing "+key) }
+
+func (w *recordedWrites) Wrote(key string, got *metav1.PartialObjectMetadata, skipped bool) {
+	call := "wrote " + key
+	if got == nil {
+		call += " <nil>"
+	} else {
+		call += " " + got.ResourceVersion
+	}
+	if skipped {
+		call += " skipped"
+	}
+	w.calls = append(w.calls, call)
 }
