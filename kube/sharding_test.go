@@ -16,12 +16,15 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	kubefake "k8s.io/client-go/kubernetes/fake"
 	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/z5labs/humus/kube/internal/sharding"
+	"github.com/z5labs/humus/kube/internal/tenure"
 )
 
 func TestCheckShardingNamesEveryMistake(t *testing.T) {
@@ -913,3 +916,37 @@ type testView []string
 func newView(ids []string) testView { return ids }
 
 func (v testView) owner(key string) string { return sharding.Owner(key, v) }
+
+// TestAMembersTenureIsTheOneItsLeaseRenews: a member's right to work,
+// which its workers ask (Valid) and Serve asks why it was lost
+// (LostCause), is the tenure its Lease's writes renew in
+// internal/sharding, as when the two were one member: begun by the
+// Lease's creation, and lost past RenewDeadline without a renewal.
+func TestAMembersTenureIsTheOneItsLeaseRenews(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t)
+		s := testSettings()
+		s.Sharding.Enabled = true
+		c := newWidgetController(t, f, humus.Telemetry{}, s, noopReconciler())
+		_, work, err := c.begin(t.Context())
+		require.NoError(t, err)
+		objects := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
+		m, err := c.newMember(work, &informerSet{queue: c.newQueue(), resource: objects})
+		require.NoError(t, err)
+		require.ErrorIs(t, m.Valid(), tenure.ErrNotLeading, "before it joins")
+
+		ctx, cancel := context.WithCancel(t.Context())
+		defer cancel()
+		require.NoError(t, m.Join(ctx, func(run func(context.Context)) { go run(ctx) }))
+		require.NoError(t, m.Valid(), "the Lease's creation began the tenure the member works under")
+		require.NoError(t, m.LostCause())
+
+		time.Sleep(s.LeaderElection.RenewDeadline + time.Second) // not renewed: no Run
+		require.ErrorIs(t, m.Valid(), tenure.ErrLeaseExpired)
+		require.ErrorIs(t, m.LostCause(), tenure.ErrLeaseExpired)
+		synctest.Wait()
+		require.Error(t, work.Err(), "the loss stops the reconciles in flight")
+		cancel()
+		synctest.Wait()
+	})
+}
