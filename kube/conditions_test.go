@@ -257,3 +257,38 @@ func TestTerminalErrorIsNotRetried(t *testing.T) {
 		require.NoError(t, s.stop(t))
 	})
 }
+
+// statusConventions.conclude, kube's side of internal/conditions' Conclude,
+// as the tests moved there no longer run it: it hands Conclude the
+// observedGeneration the Reconciler left, sets it to the object's
+// generation after, and, for a Reconciler that returned no status, starts
+// from the object's status as it was before the reconcile.
+func TestStatusConventionsConcludeOnTheStatusToApply(t *testing.T) {
+	sc, err := newStatusConventions(readyWidgets())
+	require.NoError(t, err)
+	prevOf := func(st readyStatus) ([]byte, conditions.Previous) {
+		b, err := json.Marshal(st)
+		require.NoError(t, err)
+		return b, conditions.Remember(st.Conditions, st.ObservedGeneration)
+	}
+
+	b, prev := prevOf(readyStatus{Seen: 1, ObservedGeneration: 1})
+	st, err := sc.conclude(2, b, prev, nil, conditions.Outcome{})
+	require.NoError(t, err)
+	require.Equal(t, int64(1), st.Seen, "the object's status as it was")
+	require.Equal(t, int64(2), st.ObservedGeneration)
+	require.Equal(t, []string{"Ready=True/Reconciled@2"}, summary(st.Conditions))
+
+	b, prev = prevOf(*st)
+	st, err = sc.conclude(3, b, prev, &readyStatus{Seen: 5, ObservedGeneration: 7}, conditions.Outcome{})
+	require.True(t, IsTerminal(err), "%v", err)
+	require.ErrorContains(t, err, "the Reconciler of Widget set the status's observedGeneration")
+	require.Equal(t, int64(5), st.Seen, "the Reconciler's status")
+	require.Equal(t, int64(3), st.ObservedGeneration, "kube's, not the Reconciler's")
+	require.Equal(t, []string{"Ready=False/TerminalError@3", "Stalled=True/TerminalError@3"}, summary(st.Conditions))
+
+	st, err = sc.conclude(3, []byte(`{"seen":"x"}`), prev, nil, conditions.Outcome{Err: errors.New("boom")})
+	require.Nil(t, st)
+	require.ErrorContains(t, err, "boom")
+	require.ErrorContains(t, err, "kube: decoding the status of a Widget")
+}
