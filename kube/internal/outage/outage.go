@@ -4,7 +4,8 @@
 // probes for the API server's return, and queues every held key again at
 // once when a reconcile succeeds after it.
 //
-// It owns Outage, New and CommonFailure. Its invariants: a failure that
+// It owns Outage (with Probing, which key is the probe, for tests), New
+// and CommonFailure. Its invariants: a failure that
 // isn't CommonFailure's is backed off by the queue as ever; at most one
 // held key is the pending probe, its delay doubling from ProbeMin to
 // ProbeMax (or the retry cap, if shorter); a probe that fails on its own
