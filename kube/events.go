@@ -117,7 +117,3 @@ func (c *Controller) recordFailure(lister cache.Indexer, key string, err error, 
 	}
 	r.Warning(obj, reason, ActionReconcile, err.Error())
 }
-
-// truncateNote cuts note to the API server's limit for an Event's note, at
-// a rune boundary, ending it with "…" (internal/events).
-func truncateNote(note string) string { return kevents.TruncateNote(note) }

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/z5labs/humus/kube/internal/sharding"
+	ktel "github.com/z5labs/humus/kube/internal/telemetry"
 	"github.com/z5labs/humus/kube/internal/tenure"
 )
 
@@ -188,7 +189,7 @@ func (c *Controller) newMember(parent context.Context, cs *informerSet) (*member
 		Tenure:         t,
 		ErrOtherHolder: errOtherHolder,
 		Meter:          c.tel.meter,
-		Attrs:          controllerAttr(c.settings.Name),
+		Attrs:          ktel.ControllerAttr(c.settings.Name),
 		Log:            c.tel.log,
 	})
 	if err != nil {

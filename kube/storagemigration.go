@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/z5labs/humus/kube/internal/echoes"
+	kevents "github.com/z5labs/humus/kube/internal/events"
 	"github.com/z5labs/humus/kube/internal/storagemigration"
 )
 
@@ -36,7 +37,7 @@ func newStorageMigration(tel *telemetry, settings Settings, gvr schema.GroupVers
 		Log:                 tel.log,
 		Meter:               tel.meter,
 		Writes:              writes,
-		Note:                truncateNote,
+		Note:                kevents.TruncateNote,
 	})
 }
 

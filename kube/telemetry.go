@@ -19,10 +19,6 @@ const instrumentationScope = ktel.Scope
 // controller's Settings.Name (internal/telemetry).
 const attrController = ktel.AttrController
 
-// controllerAttr is the attribute set of the controller named name alone,
-// as a measurement's option.
-func controllerAttr(name string) metric.MeasurementOption { return ktel.ControllerAttr(name) }
-
 // telemetry is everything a Controller records with, all from s.Telemetry
 // under one scope (internal/telemetry): a reconcile's span, records and
 // duration (StartReconcile), a panic outside one (Panicked), the work
