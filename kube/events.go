@@ -87,9 +87,9 @@ func (c *Controller) startEvents(ctx context.Context) (stop func()) {
 	if c.clients.kube == nil {
 		return func() {}
 	}
-	r, stop, err := kevents.Start(ctx, c.clients.kube.EventsV1(), c.settings.Name, c.gvr.GroupVersion().String(), c.kind, c.tel.log)
+	r, stop, err := kevents.Start(ctx, c.clients.kube.EventsV1(), c.settings.Name, c.gvr.GroupVersion().String(), c.kind, c.tel.Log())
 	if err != nil {
-		c.tel.log.Error("kube: not recording Events", slog.String("error", err.Error()))
+		c.tel.Log().Error("kube: not recording Events", slog.String("error", err.Error()))
 		return func() {}
 	}
 	c.recorder.Store(&Recorder{r: r})

@@ -77,7 +77,7 @@ func TestLoggerFromOutsideAReconcileIsKlogs(t *testing.T) {
 	tel := humustest.NewTelemetry(t)
 	h, err := newTelemetry(tel.Telemetry, "c", 0)
 	require.NoError(t, err)
-	ctx := klog.NewContext(t.Context(), h.klog)
+	ctx := klog.NewContext(t.Context(), h.Klog())
 	LoggerFrom(ctx).Info("outside", "at", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC))
 	LoggerFrom(t.Context()) // klog's global logger: never nil
 	records := tel.Records()

@@ -66,9 +66,9 @@ func (c *Controller) Serve(ctx context.Context) error {
 
 	// Every part that outlives ctx, the reconciles in flight, the
 	// election and the informers, keeps its values: client-go's logger.
-	ctx = klog.NewContext(ctx, c.tel.klog)
+	ctx = klog.NewContext(ctx, c.tel.Klog())
 	keep := context.WithoutCancel(ctx)
-	workCtx = klog.NewContext(workCtx, c.tel.klog)
+	workCtx = klog.NewContext(workCtx, c.tel.Klog())
 	// Events are sent until the workers are done (events.go).
 	defer c.startEvents(keep)()
 
@@ -83,7 +83,7 @@ func (c *Controller) Serve(ctx context.Context) error {
 		// conversion webhook down (500) when the resource is read at a
 		// version it doesn't store, or the API server busy, mustn't end
 		// a Controller that would sync once it is back.
-		c.tel.log.WarnContext(ctx, "the first list failed; the caches sync once it succeeds",
+		c.tel.Log().WarnContext(ctx, "the first list failed; the caches sync once it succeeds",
 			"controller", c.settings.Name, "error", err.Error())
 	}
 	unserved := make(chan error, 1)
@@ -148,7 +148,7 @@ func (c *Controller) lead(ctx, workCtx context.Context, informers *informerSet, 
 	td.stopWork(w.stop, election.Stop)
 
 	if cause := l.LostCause(); cause != nil {
-		c.tel.log.WarnContext(ctx, "lost the lease", "controller", c.settings.Name, "cause", cause.Error())
+		c.tel.Log().WarnContext(ctx, "lost the lease", "controller", c.settings.Name, "cause", cause.Error())
 		return ErrLostLeadership
 	}
 	return err
@@ -196,7 +196,7 @@ func (w *workers) work(ctx, workCtx, lost context.Context, what string, unserved
 		}
 		return fmt.Errorf("kube: controller %s %s: %w", w.c.settings.Name, what, err)
 	}
-	w.c.tel.log.InfoContext(ctx, strings.ToLower(what)+"; the caches caught up", "controller", w.c.settings.Name, "after", time.Since(took).Round(time.Millisecond).String())
+	w.c.tel.Log().InfoContext(ctx, strings.ToLower(what)+"; the caches caught up", "controller", w.c.settings.Name, "after", time.Since(took).Round(time.Millisecond).String())
 	lister := w.informers.resource.GetIndexer()
 	for range w.c.settings.Workers {
 		w.wg.Go(func() { w.c.worker(workCtx, w.informers.queue, lister, w.stopping) })
@@ -229,7 +229,8 @@ func (w *workers) stop() {
 
 // addHandler adds h to inf with the controller's logger.
 func (c *Controller) addHandler(inf cache.SharedIndexInformer, h cache.ResourceEventHandler) (cache.ResourceEventHandlerRegistration, error) {
-	reg, err := inf.AddEventHandlerWithOptions(h, cache.HandlerOptions{Logger: &c.tel.klog})
+	logger := c.tel.Klog()
+	reg, err := inf.AddEventHandlerWithOptions(h, cache.HandlerOptions{Logger: &logger})
 	if err != nil {
 		return nil, fmt.Errorf("kube: adding an informer's handler: %w", err)
 	}

@@ -132,7 +132,7 @@ func (c *Controller) serveShard(ctx, workCtx context.Context, cs *informerSet, t
 		m.Leave(ctx)
 	})
 	if cause := m.LostCause(); cause != nil {
-		c.tel.log.WarnContext(ctx, "lost the lease", "controller", c.settings.Name, "cause", cause.Error())
+		c.tel.Log().WarnContext(ctx, "lost the lease", "controller", c.settings.Name, "cause", cause.Error())
 		return ErrLostLeadership
 	}
 	return err
@@ -188,9 +188,9 @@ func (c *Controller) newMember(parent context.Context, cs *informerSet) (*member
 		},
 		Tenure:         t,
 		ErrOtherHolder: errOtherHolder,
-		Meter:          c.tel.meter,
+		Meter:          c.tel.Meter(),
 		Attrs:          ktel.ControllerAttr(c.settings.Name),
-		Log:            c.tel.log,
+		Log:            c.tel.Log(),
 	})
 	if err != nil {
 		return nil, err

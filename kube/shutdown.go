@@ -78,7 +78,7 @@ func (td *teardown) stopWork(workers, lease func()) {
 func (c *Controller) stopInformers(ctx context.Context, td *teardown, cs *informerSet) {
 	took := timed(cs.stop)
 	if td.workers+td.lease+took > slowStop {
-		c.tel.log.WarnContext(ctx, "slow stop", "controller", c.settings.Name,
+		c.tel.Log().WarnContext(ctx, "slow stop", "controller", c.settings.Name,
 			"workers", td.workers.Round(time.Millisecond).String(),
 			"election", td.lease.Round(time.Millisecond).String(),
 			"caches", took.Round(time.Millisecond).String())

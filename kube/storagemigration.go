@@ -34,8 +34,8 @@ func newStorageMigration(tel *telemetry, settings Settings, gvr schema.GroupVers
 		Resource:            gvr,
 		Dynamic:             cl.dynamic,
 		Metadata:            cl.metadata,
-		Log:                 tel.log,
-		Meter:               tel.meter,
+		Log:                 tel.Log(),
+		Meter:               tel.Meter(),
 		Writes:              writes,
 		Note:                kevents.TruncateNote,
 	})
