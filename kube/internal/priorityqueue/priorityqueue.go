@@ -153,6 +153,11 @@ func New[T comparable](cfg Config[T]) *Queue[T] {
 		q.metrics = noMetrics{}
 	}
 	q.cond = sync.NewCond(&q.mu)
+	// The timers' functions read q.timer and q.tick under q.mu: set them
+	// under it too, or a timer firing before New returns (a synctest
+	// bubble's clock jumps) races with the assignment.
+	q.mu.Lock()
+	defer q.mu.Unlock()
 	q.timer = time.AfterFunc(time.Hour, q.due)
 	q.timer.Stop()
 	if _, ok := q.metrics.(noMetrics); !ok {
