@@ -3,7 +3,7 @@ package kube
 import (
 	"context"
 	"errors"
-	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -103,14 +103,26 @@ type fakeCluster struct {
 
 	mu      sync.Mutex
 	applies []applyRecord
-	// applied counts the applies that wrote an object: each gives it a
-	// new resourceVersion, as the API server's do, which the tracker
-	// leaves alone.
-	applied int
+	// rv is the last resourceVersion given to a write (an apply, or a
+	// test's own update): integers that grow, as kube-apiserver's do, and
+	// which the tracker leaves alone. A catch-up compares them as
+	// integers; two that aren't compare only for equality, so a cache
+	// that missed an event (client-go's fake drops those between an
+	// informer's list and its watch) would never look current.
+	rv int
 	// idleHolder is the Lease's holder when the Controller closed its idle
 	// connections, and idleCloses how often it did.
 	idleHolder string
 	idleCloses int
+}
+
+// nextResourceVersion returns a resourceVersion newer than every one
+// given before.
+func (f *fakeCluster) nextResourceVersion() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.rv++
+	return strconv.Itoa(f.rv)
 }
 
 type applyRecord struct {
@@ -193,10 +205,7 @@ func (f *fakeCluster) apply(action clienttesting.Action) (bool, runtime.Object, 
 		return true, nil, err
 	}
 	u := obj.(*unstructured.Unstructured).DeepCopy()
-	f.mu.Lock()
-	f.applied++
-	u.SetResourceVersion(fmt.Sprintf("applied-%d", f.applied))
-	f.mu.Unlock()
+	u.SetResourceVersion(f.nextResourceVersion())
 	if uid != "" && types.UID(uid) != u.GetUID() {
 		return true, nil, apierrors.NewInvalid(schema.GroupKind{Group: gvr.Group, Kind: u.GetKind()}, name, nil)
 	}

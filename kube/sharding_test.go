@@ -270,7 +270,7 @@ func TestNoKeyIsReconciledByTwoMembersAtOnce(t *testing.T) {
 				}
 				u := f.get(t, widgetGVR, testNamespace, fmt.Sprintf("w%d", i%n)).DeepCopy()
 				u.Object["spec"] = map[string]any{"size": int64(i)}
-				u.SetResourceVersion(fmt.Sprintf("churn-%d", i))
+				u.SetResourceVersion(f.nextResourceVersion())
 				if err := f.dynamic.Tracker().Update(widgetGVR, u, testNamespace); err != nil {
 					t.Error(err)
 					return
@@ -592,7 +592,7 @@ func TestAMemberPausedDuringAViewChangeNeverSharesAKey(t *testing.T) {
 				}
 				u := f.get(t, widgetGVR, testNamespace, fmt.Sprintf("w%d", i%n)).DeepCopy()
 				u.Object["spec"] = map[string]any{"size": int64(i)}
-				u.SetResourceVersion(fmt.Sprintf("churn-%d", i))
+				u.SetResourceVersion(f.nextResourceVersion())
 				if err := f.dynamic.Tracker().Update(widgetGVR, u, testNamespace); err != nil {
 					t.Error(err)
 					return
