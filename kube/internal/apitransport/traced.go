@@ -81,18 +81,28 @@ func isBackground(r *http.Request) bool {
 	if trace.SpanContextFromContext(r.Context()).IsValid() || r.URL == nil {
 		return false
 	}
-	p := strings.TrimPrefix(r.URL.Path, "/")
-	if !strings.HasPrefix(p, "apis/") {
-		return false
-	}
-	group, resource := Segment(p, 1), Segment(p, 5)
-	if Segment(p, 3) != "namespaces" {
-		resource = Segment(p, 3)
-	}
+	group, resource := GroupResource(r.URL.Path)
 	return (group == "coordination.k8s.io" && resource == "leases") ||
 		(group == "events.k8s.io" && resource == "events") ||
 		(group == "authentication.k8s.io" && resource == "tokenreviews") ||
 		(group == "authorization.k8s.io" && resource == "subjectaccessreviews")
+}
+
+// GroupResource returns the API group and the resource a request's
+// path names under /apis, namespaced or not (such as
+// "coordination.k8s.io" and "leases" of
+// /apis/coordination.k8s.io/v1/namespaces/ns/leases/name); two "" for a
+// path elsewhere, such as the core group's /api.
+func GroupResource(path string) (group, resource string) {
+	p := strings.TrimPrefix(path, "/")
+	if !strings.HasPrefix(p, "apis/") {
+		return "", ""
+	}
+	group, resource = Segment(p, 1), Segment(p, 3)
+	if resource == "namespaces" {
+		resource = Segment(p, 5)
+	}
+	return group, resource
 }
 
 // Segment returns the i-th slash-separated segment of p, from 0, or "".

@@ -65,3 +65,18 @@ func TestIsWatch(t *testing.T) {
 		require.Equal(t, want, IsWatch(r), target)
 	}
 }
+
+func TestGroupResource(t *testing.T) {
+	for path, want := range map[string][2]string{
+		"/apis/coordination.k8s.io/v1/namespaces/ns/leases/name": {"coordination.k8s.io", "leases"},
+		"/apis/coordination.k8s.io/v1/leases":                    {"coordination.k8s.io", "leases"},
+		"apis/apps/v1/namespaces/ns/deployments":                 {"apps", "deployments"},
+		// A namespaced resource in a namespace named "leases".
+		"/apis/test.example.com/v1/namespaces/leases/widgets/w": {"test.example.com", "widgets"},
+		"/api/v1/namespaces/ns/configmaps":                      {"", ""},
+		"/healthz":                                              {"", ""},
+	} {
+		group, resource := GroupResource(path)
+		require.Equal(t, want, [2]string{group, resource}, path)
+	}
+}

@@ -14,7 +14,6 @@ import (
 	"context"
 	"fmt"
 	"net/http"
-	"strings"
 	"sync"
 	"time"
 
@@ -195,13 +194,6 @@ func isLease(r *http.Request) bool {
 	if r.URL == nil {
 		return false
 	}
-	p := strings.TrimPrefix(r.URL.Path, "/")
-	if !strings.HasPrefix(p, "apis/") || apitransport.Segment(p, 1) != "coordination.k8s.io" {
-		return false
-	}
-	resource := apitransport.Segment(p, 3)
-	if resource == "namespaces" {
-		resource = apitransport.Segment(p, 5)
-	}
-	return resource == "leases"
+	group, resource := apitransport.GroupResource(r.URL.Path)
+	return group == "coordination.k8s.io" && resource == "leases"
 }
