@@ -92,6 +92,15 @@ func TestWebhookDeployFilesBuildAndApply(t *testing.T) {
 					svc, err := r.GetString("spec.conversion.webhook.clientConfig.service.name")
 					require.NoError(t, err)
 					require.Equal(t, "memcached-webhooks", svc)
+				case "Service":
+					// Replicas not yet ready serve the webhook their caches
+					// list through (memcached/app's readiness).
+					if r.GetName() == "memcached-webhooks" {
+						m, err := r.Map()
+						require.NoError(t, err)
+						spec, _ := m["spec"].(map[string]any)
+						require.Equal(t, true, spec["publishNotReadyAddresses"], "the webhooks' Service publishes replicas not yet ready")
+					}
 				case "Deployment":
 					body, err := r.AsYAML()
 					require.NoError(t, err)

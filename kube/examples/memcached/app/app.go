@@ -44,10 +44,12 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 // the Client and a clientset on its Config, and returns its Services: the
 // Controller of Memcached, whose Reconciler applies each one's Deployment,
 // that owns deployments, watches the ConfigMaps Memcacheds name and
-// finalizes with FinalizerName; the probes Service on cfg.ProbesAddr
-// serving health.Readiness(ctrl.Synced()); and, when cfg.Metrics.Addr is
-// set, the metrics Service of appconfig.ServeMetrics, over TLS to the
-// callers the API server authorizes; and, when cfg.Webhooks.Addr is set,
+// finalizes with FinalizerName; the probes Service on cfg.ProbesAddr,
+// ready once the Controller's caches have synced and the webhooks'
+// certificate, when the App keeps it, is served and trusted (readiness);
+// and, when cfg.Metrics.Addr is set, the metrics Service of
+// appconfig.ServeMetrics, over TLS to the callers the API server
+// authorizes; and, when cfg.Webhooks.Addr is set,
 // the webhooks Service serving Memcached's conversion webhook (see
 // serveWebhooks). It returns the errors NewClient, NewController,
 // ServeMetrics, conversion.Handler and ServeWebhooks return.
@@ -81,7 +83,6 @@ func New(cfg Config) humus.Init {
 		if cfg.ProbesAddr == "" {
 			return nil, errors.New("the probes' address is empty")
 		}
-		probes := health.NewProbes(s, cfg.ProbesAddr, health.Readiness(ctrl.Synced()))
 		metrics, err := appconfig.ServeMetrics(s, client, cfg.Metrics)
 		if err != nil {
 			return nil, err
@@ -90,12 +91,29 @@ func New(cfg Config) humus.Init {
 		if err != nil {
 			return nil, err
 		}
+		probes := health.NewProbes(s, cfg.ProbesAddr, health.Readiness(readiness(ctrl.Synced(), webhooks)...))
 		services := []humus.Service{ctrl, probes}
 		if metrics != nil {
 			services = append(services, metrics)
 		}
 		return append(services, webhooks...), nil
 	}
+}
+
+// readiness is what the App's readiness probe waits for: synced, the
+// Controller's caches, and every one of webhooks that is a health.Monitor
+// (a webhookcert.Certs: healthy once it serves a certificate whose CA the
+// CRD trusts). The webhooks' Service publishes replicas not yet ready
+// (deploy/service.yaml), so the API server can call a replica's
+// conversion webhook while its caches, which list through it, sync.
+func readiness(synced health.Monitor, webhooks []humus.Service) []health.Monitor {
+	ms := []health.Monitor{synced}
+	for _, w := range webhooks {
+		if m, ok := w.(health.Monitor); ok {
+			ms = append(ms, m)
+		}
+	}
+	return ms
 }
 
 // serveWebhooks returns the Services of Memcached's conversion webhook,
