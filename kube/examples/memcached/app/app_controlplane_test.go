@@ -226,8 +226,20 @@ func TestMemcachedApp(t *testing.T) {
 		dial := &apptest.CuttableDial{}
 		host := humus.OSHost()
 		host.Dial = dial.Dial
-		a := apptest.Start(t, app.New(cfg), host)
-		e.WaitHolder(t, 30*time.Second, ns, app.FieldManager, "replica-0")
+		tel := apptest.NewTelemetry(t)
+		a := apptest.Start(t, app.New(cfg), host, humus.WithTelemetry(tel.Build))
+		// Cut once the App leads, not once the Lease names it: a cut
+		// between the API server storing the App's acquiring write and the
+		// App reading the answer leaves it a candidate, which retries, as
+		// client-go's, and rightly never exits (seen once in CI).
+		controlplanetest.Eventually(t, 30*time.Second, "the App leading", func(context.Context) (bool, error) {
+			for _, r := range tel.Records() {
+				if r.Body().AsString() == "took the lease; the caches caught up" {
+					return true, nil
+				}
+			}
+			return false, nil
+		})
 
 		dial.Cut()
 		start := time.Now()
