@@ -107,8 +107,11 @@ type fakeCluster struct {
 	// test's own update): integers that grow, as kube-apiserver's do, and
 	// which the tracker leaves alone. A catch-up compares them as
 	// integers; two that aren't compare only for equality, so a cache
-	// that missed an event (client-go's fake drops those between an
-	// informer's list and its watch) would never look current.
+	// that stored a write made after the catch-up's list would never look
+	// current. They are one count over every resource, while the tracker
+	// gives each list a count of its resource's writes: a store's version
+	// and a list's aren't on one scale, so cachePassed can judge a cache
+	// current early (the catch-up's own tests use the API server's).
 	rv int
 	// idleHolder is the Lease's holder when the Controller closed its idle
 	// connections, and idleCloses how often it did.
