@@ -19,8 +19,8 @@ type Config struct {
 	Settings kube.Settings
 
 	// ProbesAddr is the address the probes Service listens on, serving
-	// /readyz, healthy once the Controller's caches have synced, and
-	// /livez.
+	// /readyz, healthy once the Controller's caches have synced (and the
+	// App's other readiness Monitors are healthy), and /livez.
 	ProbesAddr string
 
 	// Metrics is where and how the metrics are served: see ServeMetrics.
