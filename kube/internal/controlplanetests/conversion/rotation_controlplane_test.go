@@ -225,8 +225,8 @@ func TestCertificateFilesRotatedWhileRequestsFlow(t *testing.T) {
 // TestAppManagedCertificateRenewedWhileRequestsFlowOnEveryReplica runs two
 // replicas, each serving the webhook with its own webhookcert.Certs, behind
 // a proxy that spreads the API server's connections over them as a
-// Service does, with a certificate valid 3 minutes and renewed 5 seconds
-// after it is made: while the API server lists through the webhook, the
+// Service does (each to the one that has answered fewer reviews), with a
+// certificate valid 3 minutes and renewed 5 seconds after it is made: while the API server lists through the webhook, the
 // certificate is renewed several times, and not one request fails; both
 // replicas answered, and serve the same certificate at the end.
 func TestAppManagedCertificateRenewedWhileRequestsFlowOnEveryReplica(t *testing.T) {
@@ -252,7 +252,7 @@ func TestAppManagedCertificateRenewedWhileRequestsFlowOnEveryReplica(t *testing.
 		certs = append(certs, c)
 		replicas = append(replicas, serveWebhook(t, c, nil))
 	}
-	p := newProxy(t, replicas[0].addr, replicas[1].addr)
+	p := newProxy(t, replicas...)
 	install(t, ext, gizmoCRD(t, webhookURL(p.addr()), nil))
 	var wg sync.WaitGroup
 	ctx, cancel := context.WithCancel(context.Background())
@@ -272,8 +272,8 @@ func TestAppManagedCertificateRenewedWhileRequestsFlowOnEveryReplica(t *testing.
 	createGizmos(t, dyn, "default", 3)
 
 	// The API server dials the webhook anew, through the proxy to the
-	// next replica, each time the caBundle changes (its webhook client is
-	// kept per clientConfig).
+	// replica that has answered fewer reviews, each time the caBundle
+	// changes (its webhook client is kept per clientConfig).
 	stopFlow := flow(dyn, "default", nil)
 	seen := map[string]bool{}
 	controlplanetest.Eventually(t, 90*time.Second, "three certificates served in turn", func(context.Context) (bool, error) {
