@@ -249,7 +249,9 @@ func TestFaults(t *testing.T) {
 		t.Logf("the App exited %d, %v after etcd froze (RenewDeadline %v)", code, exited.Round(time.Millisecond), fast.RenewDeadline)
 		require.Equal(t, 1, code)
 		require.Contains(t, r0.stderr.String(), lostLease)
-		require.Less(t, exited, fast.RenewDeadline+5*time.Second, "the exit, about RenewDeadline after etcd froze")
+		// The same bound as the API server's outage above, which takes the
+		// same path from the lost Lease to the exit.
+		require.Less(t, exited, fast.RenewDeadline+10*time.Second, "the exit, about RenewDeadline after etcd froze")
 
 		during := createMemcacheds(t, e, ns, 5, 2)
 		resize(t, e, ns, before[0], 3)
@@ -290,8 +292,8 @@ func TestFaults(t *testing.T) {
 		t.Logf("replica-0 exited %d, %v after SIGTERM (grace period 20s), having started %d reconciles", code, time.Since(termed).Round(time.Millisecond), r0.count("reconcile-start", ""))
 		require.Equal(t, 0, code)
 		require.Less(t, time.Since(termed), 5*time.Second, "the exit, well within the 20s grace period")
-		// Every reconcile started finished, and none started after the
-		// one in flight at SIGTERM.
+		// Every reconcile started finished, and none started once the
+		// stop reached the workers (below).
 		require.Equal(t, r0.count("reconcile-start", ""), r0.count("reconcile-end", ""))
 		// After the App received SIGTERM, by its own clock.
 		var received time.Time
@@ -301,13 +303,24 @@ func TestFaults(t *testing.T) {
 			}
 		}
 		require.False(t, received.IsZero(), "replica-0 records when it received SIGTERM")
-		late := 0
+		// The App's stop reaches its workers a few goroutine hops after
+		// this binary's own record of the signal (humus' signal handler,
+		// the Controller's Shutdown, its work loop's stop), and a worker
+		// may take one more key meanwhile: none may start later than
+		// stopReach after the signal.
+		const stopReach = 100 * time.Millisecond
+		within, late := 0, 0
 		for _, ev := range r0.Events() {
-			if ev.Ev == "reconcile-start" && ev.T.After(received) {
+			switch {
+			case ev.Ev != "reconcile-start" || !ev.T.After(received):
+			case ev.T.After(received.Add(stopReach)):
 				late++
+			default:
+				within++
 			}
 		}
-		require.Zero(t, late, "reconciles started after SIGTERM")
+		t.Logf("%d reconciles started within %v of the App receiving SIGTERM, %d after", within, stopReach, late)
+		require.Zero(t, late, "reconciles started more than %v after SIGTERM", stopReach)
 		e.RequireNoHolder(t, ns, lease)
 
 		start = time.Now()
