@@ -208,6 +208,9 @@ func TestMemcachedApp(t *testing.T) {
 		require.NotEqual(t, "replica-0", holder, "the Lease's holder once replica-0 exited 0")
 		e.WaitHolder(t, leaseDuration, ns, app.FieldManager, "replica-1")
 		t.Logf("replica-1 took the Lease %v after replica-0's SIGTERM (LeaseDuration %v)", time.Since(start).Round(time.Millisecond), leaseDuration)
+		// The scale's second starts once replica-1 leads: after it read
+		// its acquiring write's answer and its caches caught up.
+		waitLeading(t, tel1)
 
 		scaleAndWaitUndone(t, e.Kube.AppsV1().Deployments(ns), "cache", 2)
 		controlplanetest.Eventually(t, 10*time.Second, "the new holder's reconcile span", func(context.Context) (bool, error) {
@@ -232,14 +235,7 @@ func TestMemcachedApp(t *testing.T) {
 		// between the API server storing the App's acquiring write and the
 		// App reading the answer leaves it a candidate, which retries, as
 		// client-go's, and rightly never exits (seen once in CI).
-		controlplanetest.Eventually(t, 30*time.Second, "the App leading", func(context.Context) (bool, error) {
-			for _, r := range tel.Records() {
-				if r.Body().AsString() == "took the lease; the caches caught up" {
-					return true, nil
-				}
-			}
-			return false, nil
-		})
+		waitLeading(t, tel)
 
 		dial.Cut()
 		start := time.Now()
@@ -654,6 +650,22 @@ func waitReconciled(t *testing.T, ri dynamic.ResourceInterface, name string) {
 
 // scaleAndWaitUndone scales the Deployment name by hand, as kubectl scale
 // does, and waits up to a second for the App to put back want replicas.
+// waitLeading waits up to 30s for the App whose telemetry is tel to lead:
+// its record that it took the Lease and its caches caught up. The Lease
+// names a replica before then, from the moment the API server stores its
+// acquiring write.
+func waitLeading(t *testing.T, tel *humustest.Telemetry) {
+	t.Helper()
+	controlplanetest.Eventually(t, 30*time.Second, "the App leading", func(context.Context) (bool, error) {
+		for _, r := range tel.Records() {
+			if r.Body().AsString() == "took the lease; the caches caught up" {
+				return true, nil
+			}
+		}
+		return false, nil
+	})
+}
+
 func scaleAndWaitUndone(t *testing.T, deployments appsv1client.DeploymentInterface, name string, want int32) {
 	t.Helper()
 	scale, err := deployments.GetScale(t.Context(), name, metav1.GetOptions{})
