@@ -223,23 +223,29 @@ func TestPruningAgainstTheAPIServer(t *testing.T) {
 	t.Run("AChildNoLongerAppliedIsDeleted", func(t *testing.T) {
 		setSpec("b1", map[string]any{"names": []any{"a", "b"}})
 		waitConfigMaps("b1-c to be pruned", "b1-a", "b1-b", "b2-x", "by-hand", "of-b2")
-		// The preview came first, naming what went.
+		// The preview came first, naming what went. The deletion's record
+		// is written once the Delete's answer is read, which can be after
+		// the list above no longer shows b1-c: wait for it.
 		var preview, pruned int
-		for i, r := range tel.Records() {
-			var children string
-			r.WalkAttributes(func(kv attribute.KeyValue) bool {
-				if kv.Key == "children" || kv.Key == "child" {
-					children = kv.Value.Emit()
+		controlplanetest.Eventually(t, 10*time.Second, "the record of b1-c's deletion", func(context.Context) (bool, error) {
+			preview, pruned = 0, 0
+			for i, r := range tel.Records() {
+				var children string
+				r.WalkAttributes(func(kv attribute.KeyValue) bool {
+					if kv.Key == "children" || kv.Key == "child" {
+						children = kv.Value.Emit()
+					}
+					return true
+				})
+				switch body := r.Body().Emit(); {
+				case body == "prune preview" && strings.Contains(children, ns+"/b1-c"):
+					preview = i + 1
+				case body == "pruned" && children == ns+"/b1-c":
+					pruned = i + 1
 				}
-				return true
-			})
-			switch body := r.Body().Emit(); {
-			case body == "prune preview" && strings.Contains(children, ns+"/b1-c"):
-				preview = i + 1
-			case body == "pruned" && children == ns+"/b1-c":
-				pruned = i + 1
 			}
-		}
+			return pruned != 0, nil
+		})
 		require.NotZero(t, preview, "a prune preview record names b1-c")
 		require.Greater(t, pruned, preview, "the preview comes before the deletion's record")
 	})

@@ -116,7 +116,8 @@ func (r *shardReconciles) owners(t *testing.T, since time.Time, n int) map[strin
 // a third each; a fourth takes about a quarter; one stopped gracefully
 // hands its objects over within 2 RetryPeriods, and one whose Lease
 // updates hang stops with ErrLostLeadership and its objects move within
-// LeaseDuration and a RetryPeriod.
+// LeaseDuration and a RetryPeriod (and a margin of 3s for a loaded
+// machine).
 func TestShardingAgainstTheAPIServer(t *testing.T) {
 	cluster, dyn, kc := startWithCRD(t, gadgets)
 	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
@@ -257,18 +258,31 @@ func TestShardingAgainstTheAPIServer(t *testing.T) {
 		t.Fatal("member-3 kept serving without its Lease")
 	}
 	t.Logf("member-3 stopped %v after its Lease updates were held", time.Since(held).Round(time.Millisecond))
-	time.Sleep(settings.LeaderElection.LeaseDuration + settings.LeaderElection.RetryPeriod)
+	// Its Lease expires LeaseDuration after the others last saw it
+	// renewed, which is before held; then a Get confirms it, the view
+	// changes in one Lease write and one watch event each, and the
+	// members reconcile what they gained. The margin of 3s over
+	// LeaseDuration + RetryPeriod is for a loaded machine, as the
+	// Memcached faults' SIGKILL handover has (3.48s when this test was
+	// written).
+	bound := settings.LeaderElection.LeaseDuration + settings.LeaderElection.RetryPeriod + 3*time.Second
 	latest = 0
-	for name, m := range owners {
-		if m != "member-3" {
-			continue
+	controlplanetest.Eventually(t, bound, "member-3's objects to move", func(context.Context) (bool, error) {
+		latest = 0
+		for name, m := range owners {
+			if m != "member-3" {
+				continue
+			}
+			at := rec.firstOther(name, held, "member-3")
+			if at.IsZero() {
+				return false, nil
+			}
+			latest = max(latest, at.Sub(held))
 		}
-		at := rec.firstOther(name, held, "member-3")
-		require.False(t, at.IsZero(), "%s moved", name)
-		latest = max(latest, at.Sub(held))
-	}
-	t.Logf("member-3's objects moved within %v of its Lease updates being held", latest.Round(time.Millisecond))
-	require.LessOrEqual(t, latest, settings.LeaderElection.LeaseDuration+settings.LeaderElection.RetryPeriod)
+		return true, nil
+	})
+	t.Logf("member-3's objects moved within %v of its Lease updates being held (LeaseDuration + RetryPeriod: %v)", latest.Round(time.Millisecond), settings.LeaderElection.LeaseDuration+settings.LeaderElection.RetryPeriod)
+	require.LessOrEqual(t, latest, bound)
 	holder.held.Store(false)
 
 	rec.mu.Lock()
