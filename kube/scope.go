@@ -66,7 +66,17 @@ func withScope(ctx context.Context, s *scope) context.Context {
 }
 
 // NoteWrite is the reconcile's apitransport.WriteHook: see ownedCreations.
+// It is also the last check of the reconcile's lease before a write
+// leaves: a reconcile that passed mayWork and then stalled past its
+// tenure's deadline (a long GC pause, a SIGSTOP) gets the lease's error
+// and sends nothing. Valid reads the clock, so it holds even when the
+// deadline's timer hasn't run yet.
 func (s *scope) NoteWrite(req *http.Request, next http.RoundTripper) (*http.Response, error) {
+	if s.lease != nil {
+		if err := s.lease.Valid(); err != nil {
+			return nil, err
+		}
+	}
 	if s.c == nil {
 		return next.RoundTrip(req)
 	}
