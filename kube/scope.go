@@ -65,19 +65,21 @@ func withScope(ctx context.Context, s *scope) context.Context {
 	return apitransport.WithWriteHook(context.WithValue(ctx, scopeKey{}, s), s)
 }
 
-// NoteWrite is the reconcile's apitransport.WriteHook: see ownedCreations.
-// It is also the last check of the reconcile's lease before a write
-// leaves: a reconcile that passed mayWork and then stalled past its
-// tenure's deadline (a long GC pause, a SIGSTOP) gets the lease's error
-// and sends nothing. Valid reads the clock, so it holds even when the
-// deadline's timer hasn't run yet.
+// NoteWrite is the reconcile's apitransport.WriteHook. It checks the
+// reconcile's lease again as each write (a create, update, patch or
+// delete) enters the client's transport: a reconcile that passed mayWork
+// and then stalled past its tenure's deadline (a long GC pause, a
+// SIGSTOP) gets the lease's error and sends nothing. Valid reads the
+// clock, so it refuses even when the deadline's timer hasn't run yet.
+// It then notes a create, update or patch of an owned resource: see
+// ownedCreations and noteApplied.
 func (s *scope) NoteWrite(req *http.Request, next http.RoundTripper) (*http.Response, error) {
 	if s.lease != nil {
 		if err := s.lease.Valid(); err != nil {
 			return nil, err
 		}
 	}
-	if s.c == nil {
+	if s.c == nil || req.Method == http.MethodDelete {
 		return next.RoundTrip(req)
 	}
 	resp, err := s.c.noteOwnedWrite(s.key, req, next)

@@ -24,8 +24,8 @@ func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { re
 // TestAReconcilesWriteIsNotSentOnceItsLeaseIsNoLongerValid is a reconcile
 // that passed mayWork and stalled past its tenure's deadline before its
 // write reached the transport (a GC pause, a SIGSTOP): the transport's
-// write hook checks the lease again and sends nothing, answering with the
-// lease's error; a read still goes through.
+// write hook checks the lease again and sends no create, update, patch or
+// delete, answering with the lease's error; a read still goes through.
 func TestAReconcilesWriteIsNotSentOnceItsLeaseIsNoLongerValid(t *testing.T) {
 	lease := &leaseState{}
 	var sent []string
@@ -42,11 +42,12 @@ func TestAReconcilesWriteIsNotSentOnceItsLeaseIsNoLongerValid(t *testing.T) {
 		return err
 	}
 
-	require.NoError(t, do(http.MethodPatch), "a write while the lease is valid")
+	require.NoError(t, do(http.MethodPatch), "a patch while the lease is valid")
+	require.NoError(t, do(http.MethodDelete), "a delete while the lease is valid")
 	lease.err = tenure.ErrLeaseExpired
-	for _, m := range []string{http.MethodPatch, http.MethodPut, http.MethodPost} {
+	for _, m := range []string{http.MethodPatch, http.MethodPut, http.MethodPost, http.MethodDelete} {
 		require.ErrorIs(t, do(m), tenure.ErrLeaseExpired, "a %s once the lease expired", m)
 	}
 	require.NoError(t, do(http.MethodGet), "a read once the lease expired")
-	require.Equal(t, []string{http.MethodPatch, http.MethodGet}, sent, "the requests sent")
+	require.Equal(t, []string{http.MethodPatch, http.MethodDelete, http.MethodGet}, sent, "the requests sent")
 }

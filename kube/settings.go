@@ -22,11 +22,11 @@ import (
 // Lease update that succeeded, by its monotonic clock, and not at all once
 // it has seen another holder in the Lease: past that, it takes no key,
 // sends no apply (the client's transport checks the deadline again as
-// each create, update or patch of a reconcile leaves, so one stalled past
-// it by a GC pause or a SIGSTOP gets the lease's error), and cancels the
-// reconciles in flight, then Serve returns ErrLostLeadership. The Lease is
-// released only on a graceful stop, within RetryPeriod, never after it was
-// lost.
+// each create, update, patch or delete of a reconcile enters it, so a
+// reconcile stalled past it by a GC pause or a SIGSTOP gets the lease's
+// error), and cancels the reconciles in flight, then Serve returns
+// ErrLostLeadership. The Lease is released only on a graceful stop, within
+// RetryPeriod, never after it was lost.
 type LeaderElection struct {
 	Namespace string // the Lease's namespace, such as the pod's; a DNS-1123 label, required
 	Identity  string // this replica's name in the Lease, unique among replicas, such as its pod's; required (two processes with one identity both hold the Lease)

@@ -17,8 +17,9 @@ import (
 //     Propagator, never OpenTelemetry's globals: a client span and
 //     otelhttp's client instruments for every request but a watch and a
 //     background Lease, Event or review request (apitransport.Traced);
-//   - the reconcile's write hook, which notes its writes to owned
-//     resources (apitransport.WriteHooks, ownedcreations.go);
+//   - the reconcile's write hook, which refuses its writes once its lease
+//     is no longer valid and notes its writes to owned resources
+//     (apitransport.WriteHooks, scope.go, ownedcreations.go);
 //   - the bearer token from Connection.Token (internal/token);
 //   - a congestion window that adapts to the API server's 429 answers,
 //     which the Lease's requests and watches skip (internal/throttle);

@@ -6,8 +6,10 @@ import (
 )
 
 // WriteHook is what a reconcile's context gives the transport so that it
-// notes the reconcile's writes (kube's ownedcreations.go) without knowing
-// the Controller: NoteWrite sends req through next and returns its answer.
+// checks the reconcile's lease before each write and notes the writes
+// (kube's scope.go and ownedcreations.go) without knowing the Controller:
+// NoteWrite sends req through next and returns its answer, or refuses it
+// with an error and sends nothing.
 type WriteHook interface {
 	NoteWrite(req *http.Request, next http.RoundTripper) (*http.Response, error)
 }
@@ -21,8 +23,8 @@ func WithWriteHook(ctx context.Context, h WriteHook) context.Context {
 	return context.WithValue(ctx, writeHookKey{}, h)
 }
 
-// WriteHooks is the transport's layer that hands a write (a
-// PATCH, PUT or POST) to the WriteHook of its request's context: a request
+// WriteHooks is the transport's layer that hands a write (a PATCH, PUT,
+// POST or DELETE) to the WriteHook of its request's context: a request
 // whose context carries none, or isn't a write, passes through untouched.
 type WriteHooks struct{ Next http.RoundTripper }
 
@@ -30,7 +32,7 @@ type WriteHooks struct{ Next http.RoundTripper }
 // sends it to Next.
 func (t WriteHooks) RoundTrip(req *http.Request) (*http.Response, error) {
 	h, ok := req.Context().Value(writeHookKey{}).(WriteHook)
-	if !ok || (req.Method != http.MethodPatch && req.Method != http.MethodPut && req.Method != http.MethodPost) {
+	if !ok || (req.Method != http.MethodPatch && req.Method != http.MethodPut && req.Method != http.MethodPost && req.Method != http.MethodDelete) {
 		return t.Next.RoundTrip(req)
 	}
 	return h.NoteWrite(req, t.Next)
