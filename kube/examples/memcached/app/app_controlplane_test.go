@@ -648,8 +648,6 @@ func waitReconciled(t *testing.T, ri dynamic.ResourceInterface, name string) {
 	})
 }
 
-// scaleAndWaitUndone scales the Deployment name by hand, as kubectl scale
-// does, and waits up to a second for the App to put back want replicas.
 // waitLeading waits up to 30s for the App whose telemetry is tel to lead:
 // its record that it took the Lease and its caches caught up. The Lease
 // names a replica before then, from the moment the API server stores its
@@ -666,6 +664,8 @@ func waitLeading(t *testing.T, tel *humustest.Telemetry) {
 	})
 }
 
+// scaleAndWaitUndone scales the Deployment name by hand, as kubectl scale
+// does, and waits up to a second for the App to put back want replicas.
 func scaleAndWaitUndone(t *testing.T, deployments appsv1client.DeploymentInterface, name string, want int32) {
 	t.Helper()
 	scale, err := deployments.GetScale(t.Context(), name, metav1.GetOptions{})

@@ -307,8 +307,10 @@ func TestFaults(t *testing.T) {
 		// this binary's own record of the signal (humus' signal handler,
 		// the Controller's Shutdown, its work loop's stop), and a worker
 		// may take one more key meanwhile: none may start later than
-		// stopReach after the signal.
-		const stopReach = 100 * time.Millisecond
+		// stopReach after the signal. (A reconcile here takes about 30ms,
+		// so a stop that never reached the workers would start a dozen
+		// more within it, and hundreds after.)
+		const stopReach = 500 * time.Millisecond
 		within, late := 0, 0
 		for _, ev := range r0.Events() {
 			switch {

@@ -162,7 +162,8 @@ func webhookURL(addr string) string { return fmt.Sprintf("https://%s%s", addr, c
 // connections that carry reviews can all land on one backend in turn (1
 // run in 4 did: every used one was even), and a test that needs both
 // replicas to answer needs a proxy that sends a new connection where
-// reviews have not gone.
+// reviews have not gone. (A backend that stopped would keep being picked,
+// as it answers none: no test stops one behind this proxy.)
 type proxy struct {
 	ln       net.Listener
 	backends []*replica

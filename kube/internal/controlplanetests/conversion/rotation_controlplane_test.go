@@ -225,8 +225,9 @@ func TestCertificateFilesRotatedWhileRequestsFlow(t *testing.T) {
 // TestAppManagedCertificateRenewedWhileRequestsFlowOnEveryReplica runs two
 // replicas, each serving the webhook with its own webhookcert.Certs, behind
 // a proxy that spreads the API server's connections over them as a
-// Service does (each to the one that has answered fewer reviews), with a
-// certificate valid 3 minutes and renewed 5 seconds after it is made: while the API server lists through the webhook, the
+// Service does, each new one to the replica that has answered fewer
+// reviews, with a certificate valid 3 minutes and renewed 5 seconds after
+// it is made: while the API server lists through the webhook, the
 // certificate is renewed several times, and not one request fails; both
 // replicas answered, and serve the same certificate at the end.
 func TestAppManagedCertificateRenewedWhileRequestsFlowOnEveryReplica(t *testing.T) {

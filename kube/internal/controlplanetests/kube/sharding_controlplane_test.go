@@ -245,7 +245,7 @@ func TestShardingAgainstTheAPIServer(t *testing.T) {
 
 	// member-3 stops renewing: it stops at its RenewDeadline, its Serve
 	// returns ErrLostLeadership, and its objects move within
-	// LeaseDuration and a RetryPeriod.
+	// LeaseDuration and a RetryPeriod, and a margin (below).
 	settled = time.Now()
 	time.Sleep(5 * time.Second)
 	owners := rec.owners(t, settled, n)
