@@ -40,8 +40,11 @@ func (c *Controller) newLease(parent context.Context, onLost func()) *leaderelec
 // its replica holds the Lease within its deadline. It returns why not
 // otherwise, and nil for a context without a lease, which only the
 // package's tests make.
-func mayWork(ctx context.Context) error {
-	if s := scopeOf(ctx); s != nil && s.lease != nil {
+func mayWork(ctx context.Context) error { return scopeOf(ctx).mayWork() }
+
+// mayWork is mayWork for the scope s, which may be nil.
+func (s *scope) mayWork() error {
+	if s != nil && s.lease != nil {
 		return s.lease.Valid()
 	}
 	return nil

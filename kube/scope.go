@@ -74,10 +74,8 @@ func withScope(ctx context.Context, s *scope) context.Context {
 // It then notes a create, update or patch of an owned resource: see
 // ownedCreations and noteApplied.
 func (s *scope) NoteWrite(req *http.Request, next http.RoundTripper) (*http.Response, error) {
-	if s.lease != nil {
-		if err := s.lease.Valid(); err != nil {
-			return nil, err
-		}
+	if err := s.mayWork(); err != nil {
+		return nil, err
 	}
 	if s.c == nil || req.Method == http.MethodDelete {
 		return next.RoundTrip(req)
