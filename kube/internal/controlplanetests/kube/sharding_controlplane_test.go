@@ -95,6 +95,23 @@ func (r *shardReconciles) firstOther(name string, t time.Time, not string) time.
 	return time.Time{}
 }
 
+// moved returns how long after t the last of member's objects in owners
+// was first reconciled by another member, or the name of one that wasn't
+// yet.
+func (r *shardReconciles) moved(owners map[string]string, member string, t time.Time) (latest time.Duration, notYet string) {
+	for name, m := range owners {
+		if m != member {
+			continue
+		}
+		at := r.firstOther(name, t, member)
+		if at.IsZero() {
+			return 0, name
+		}
+		latest = max(latest, at.Sub(t))
+	}
+	return latest, ""
+}
+
 // owners returns each object's one member since t, and fails if an object
 // had two or none.
 func (r *shardReconciles) owners(t *testing.T, since time.Time, n int) map[string]string {
@@ -231,15 +248,8 @@ func TestShardingAgainstTheAPIServer(t *testing.T) {
 	left := time.Now()
 	stop(m2)
 	time.Sleep(3 * settings.LeaderElection.RetryPeriod)
-	var latest time.Duration
-	for name, m := range after {
-		if m != "member-2" {
-			continue
-		}
-		at := rec.firstOther(name, left, "member-2")
-		require.False(t, at.IsZero(), "%s moved", name)
-		latest = max(latest, at.Sub(left))
-	}
+	latest, notYet := rec.moved(after, "member-2", left)
+	require.Empty(t, notYet, "an object of member-2's not moved")
 	t.Logf("member-2's objects moved within %v of its Shutdown", latest.Round(time.Millisecond))
 	require.LessOrEqual(t, latest, 2*settings.LeaderElection.RetryPeriod)
 
@@ -266,20 +276,9 @@ func TestShardingAgainstTheAPIServer(t *testing.T) {
 	// Memcached faults' SIGKILL handover has (3.48s when this test was
 	// written).
 	bound := settings.LeaderElection.LeaseDuration + settings.LeaderElection.RetryPeriod + 3*time.Second
-	latest = 0
 	controlplanetest.Eventually(t, bound, "member-3's objects to move", func(context.Context) (bool, error) {
-		latest = 0
-		for name, m := range owners {
-			if m != "member-3" {
-				continue
-			}
-			at := rec.firstOther(name, held, "member-3")
-			if at.IsZero() {
-				return false, nil
-			}
-			latest = max(latest, at.Sub(held))
-		}
-		return true, nil
+		latest, notYet = rec.moved(owners, "member-3", held)
+		return notYet == "", nil
 	})
 	t.Logf("member-3's objects moved within %v of its Lease updates being held (LeaseDuration + RetryPeriod: %v)", latest.Round(time.Millisecond), settings.LeaderElection.LeaseDuration+settings.LeaderElection.RetryPeriod)
 	require.LessOrEqual(t, latest, bound)
