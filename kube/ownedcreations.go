@@ -20,7 +20,7 @@ import (
 // So the Client's transport notes each write a reconcile makes to an
 // owned resource, through any client-go client built on Client.Config: a
 // PATCH (a server-side apply among them), a PUT or a POST, of the object or
-// its status. When the API server answers 201 Created, with JSON or
+// any of its subresources (its status, its scale). When the API server answers 201 Created, with JSON or
 // protobuf, the object's uid and resourceVersion are the reconcile's own
 // write, kept under the key of the owner being reconciled. Owns' event of
 // that exact version, for that owner, isn't queued; any other is, a change
@@ -101,8 +101,8 @@ func (c *Controller) noteOwnedWrite(key string, req *http.Request, next http.Rou
 }
 
 // ownedWrite reports whether req, made by the reconcile of owner, writes
-// an object of a resource the controller Owns, or its status, and which
-// (echoes.OwnedWriteOf).
+// an object of a resource the controller Owns, or a subresource of it,
+// and which (echoes.OwnedWriteOf).
 func (c *Controller) ownedWrite(owner string, req *http.Request) (echoes.OwnedWrite, bool) {
 	if len(c.owns) == 0 {
 		return echoes.OwnedWrite{}, false

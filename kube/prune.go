@@ -13,12 +13,14 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/z5labs/humus/kube/internal/applyset"
+	"github.com/z5labs/humus/kube/internal/echoes"
 	"github.com/z5labs/humus/kube/internal/objcache"
 )
 
 // Pruning (Prune): after a reconcile that succeeds, each child of a pruned
 // Owns' resource that the Owns' cache indexes under the reconciled
 // object's uid, and that the reconcile didn't write (a PATCH, PUT or POST
+// of the object or any of its subresources, its status or its scale,
 // through a client built on Client.Config, with the reconcile's context:
 // noteApplied), is handed to internal/applyset, which deletes those a
 // fresh GET finds still the object's and labelled part of its ApplySet,
@@ -46,7 +48,8 @@ const (
 // Prune makes an Owns prune its resource: after a reconcile that succeeds,
 // each object of the resource that the reconciled object controls, that
 // is labelled part of its ApplySet (ApplySetLabels), and that the
-// reconcile didn't write, is deleted, in the background, with a
+// reconcile didn't write (a write of any of its subresources, such as a
+// Deployment's scale, counts as one of the object), is deleted, in the background, with a
 // precondition on its uid and resourceVersion. So a Reconciler of a pruned
 // resource writes every child it keeps on every reconcile, as a
 // server-side apply does at no cost when nothing changed, through a
@@ -128,7 +131,8 @@ func checkApplySetParent(kind string, resourceLabels map[string]string, owns []i
 
 // noteApplied records req, a PATCH, PUT or POST of the reconcile of
 // s.key, and its answer resp, as a write of a child, if it writes an
-// object of a pruned resource: by the name its path names, whatever the
+// object of a pruned resource or a subresource of one (a Deployment's
+// scale: the write names its object): by the name its path names, whatever the
 // answer (a write that failed was still meant), or for a POST by the name
 // the API server's answer of the created object names.
 func (s *scope) noteApplied(req *http.Request, resp *http.Response, err error) {
@@ -231,7 +235,8 @@ func (c *Controller) unwrittenChildren(s *scope, u *cachedObject, o informerSpec
 // the set's parent, unless it carries them already: kubectl's id label,
 // its tooling, and the group-kinds of the pruned Owns. It applies under
 // the field manager Settings.Name + "-applyset", so that the finalizer's
-// applies, under Settings.Name, leave them be.
+// applies, under Settings.Name, leave them be, as the controller's own
+// write, whose event doesn't queue u again (echoes.Filter).
 func (c *Controller) applyApplySetParent(ctx context.Context, u *cachedObject, id string) error {
 	gks, err := c.applySet.Get(ctx, c.clients.kube.Discovery(), c.prunedResources())
 	if err != nil {
@@ -253,8 +258,19 @@ func (c *Controller) applyApplySetParent(ctx context.Context, u *cachedObject, i
 	if err := apply.UnmarshalJSON(b); err != nil {
 		return err
 	}
-	_, err = c.clients.dynamic.Resource(c.gvr).Namespace(u.GetNamespace()).Apply(ctx, u.GetName(), apply,
-		metav1.ApplyOptions{FieldManager: c.settings.Name + "-applyset", Force: true})
+	// Its event is the controller's own write, as a status apply's is
+	// (internal/echoes): it changes nothing the Reconciler reads, so it
+	// doesn't queue the object for a second reconcile.
+	scope := echoes.Scope{Labels: []string{applyset.IDLabel}, Annotations: []string{applyset.ToolingAnnotation, applyset.GroupKindsAnnotation}}
+	held := func(v echoes.Version) bool { return c.holds(u.Key(), v.UID) }
+	err = c.echoes.WriteScoped(u.Key(), scope, held, func() (*echoes.Version, error) {
+		res, err := c.clients.dynamic.Resource(c.gvr).Namespace(u.GetNamespace()).Apply(ctx, u.GetName(), apply,
+			metav1.ApplyOptions{FieldManager: c.settings.Name + "-applyset", Force: true})
+		if err != nil || res == nil {
+			return nil, err
+		}
+		return &echoes.Version{UID: res.GetUID(), ResourceVersion: res.GetResourceVersion()}, nil
+	})
 	if err != nil {
 		return fmt.Errorf("kube: applying the ApplySet's label and annotations to %s: %w", c.describe(u), err)
 	}

@@ -3,6 +3,9 @@ package kube
 import (
 	"context"
 	"errors"
+	"maps"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -13,8 +16,12 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	clienttesting "k8s.io/client-go/testing"
 
+	"github.com/z5labs/humus/kube/internal/apitransport"
 	"github.com/z5labs/humus/kube/internal/applyset"
 )
 
@@ -174,4 +181,97 @@ func TestThePrunedResourcesAreFoundOnce(t *testing.T) {
 	}}
 	require.Equal(t, []schema.GroupVersionResource{configMapGVR}, c.prunedResources())
 	require.Zero(t, testing.AllocsPerRun(100, func() { _ = c.prunedResources() }))
+}
+
+// A child the reconcile wrote only through a subresource, a Deployment's
+// replicas through /scale, is a child it wrote, as one written through
+// /status or whole is: each write, sent through the transport's write
+// hook with the reconcile's context, keeps its child from the prune.
+func TestAChildWrittenThroughASubresourceIsKept(t *testing.T) {
+	c := &Controller{owns: []informerSpec{{gvr: deploymentGVR, prune: pruneDelete}}}
+	rt := apitransport.WriteHooks{Next: roundTripFunc(func(*http.Request) (*http.Response, error) {
+		return &http.Response{StatusCode: http.StatusOK, Body: http.NoBody}, nil
+	})}
+	ctx := withReconciling(context.Background(), c, testNamespace+"/w1")
+	for _, tc := range []struct{ method, child, path string }{
+		{http.MethodPut, "by-scale-put", "/scale"},
+		{http.MethodPatch, "by-scale-patch", "/scale"},
+		{http.MethodPatch, "by-status", "/status"},
+		{http.MethodPatch, "whole", ""},
+	} {
+		resp, err := rt.RoundTrip(httptest.NewRequestWithContext(ctx, tc.method,
+			"https://kube/apis/apps/v1/namespaces/"+testNamespace+"/deployments/"+tc.child+tc.path, http.NoBody))
+		require.NoError(t, err)
+		require.NoError(t, resp.Body.Close())
+		require.True(t, scopeOf(ctx).applied.Has(deploymentGVR.GroupResource(), testNamespace+"/"+tc.child),
+			"%s %s%s is a write of %s", tc.method, tc.child, tc.path, tc.child)
+	}
+}
+
+// The ApplySet parent's apply of its label and annotations, on the first
+// reconcile, is the controller's own write: its event doesn't reconcile
+// the object a second time. One reconcile for the object's creation and
+// one for a change of its spec, once settled, with the status each writes
+// filtered as well.
+func TestTheApplySetParentsApplyIsNoNews(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		f.kube.Fake.Resources = []*metav1.APIResourceList{{GroupVersion: "v1", APIResources: []metav1.APIResource{{Name: "configmaps", Kind: "ConfigMap", Namespaced: true}}}}
+		// The ApplySet's apply sets the labels and annotations it names,
+		// as the API server's does (the harness's apply keeps only
+		// finalizers).
+		var parentApplies int
+		f.dynamic.PrependReactor("patch", "widgets", func(action clienttesting.Action) (bool, runtime.Object, error) {
+			pa, ok := action.(clienttesting.PatchActionImpl)
+			if !ok || pa.GetPatchType() != types.ApplyPatchType || pa.GetPatchOptions().FieldManager != controllerName+"-applyset" {
+				return false, nil, nil
+			}
+			var applied unstructured.Unstructured
+			if err := applied.UnmarshalJSON(pa.GetPatch()); err != nil {
+				return true, nil, err
+			}
+			u := f.get(t, widgetGVR, pa.GetNamespace(), pa.GetName()).DeepCopy()
+			labels, annotations := u.GetLabels(), u.GetAnnotations()
+			if labels == nil {
+				labels = map[string]string{}
+			}
+			if annotations == nil {
+				annotations = map[string]string{}
+			}
+			maps.Copy(labels, applied.GetLabels())
+			maps.Copy(annotations, applied.GetAnnotations())
+			u.SetLabels(labels)
+			u.SetAnnotations(annotations)
+			u.SetResourceVersion(f.nextResourceVersion())
+			parentApplies++
+			return true, u, f.dynamic.Tracker().Update(widgetGVR, u, pa.GetNamespace())
+		})
+		r := widgets()
+		r.Labels = map[string]string{ApplySetParentTypeLabel: "true"}
+		var n counter
+		c, err := newController(&humus.Setup{}, f.clients(), nil, testSettings(), r,
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				n.add(w.Name)
+				return Result[widgetStatus]{Status: &widgetStatus{Seen: w.Spec.Size}}, nil
+			}),
+			Owns(configMapGVR, CacheObjects(), Prune()))
+		require.NoError(t, err)
+		s := serve(t, c)
+		synctest.Wait()
+		require.Equal(t, 1, parentApplies, "the first reconcile applies the ApplySet's metadata")
+		require.Equal(t, ApplySetID("w1", testNamespace, "Widget", "test.example.com"),
+			f.get(t, widgetGVR, testNamespace, "w1").GetLabels()[ApplySetIDLabel])
+		require.Equal(t, map[string]int{"w1": 1}, n.get(), "one reconcile for the creation")
+
+		u := f.get(t, widgetGVR, testNamespace, "w1").DeepCopy()
+		require.NoError(t, unstructured.SetNestedField(u.Object, int64(2), "spec", "size"))
+		u.SetResourceVersion(f.nextResourceVersion())
+		f.update(t, widgetGVR, u)
+		synctest.Wait()
+		require.Equal(t, map[string]int{"w1": 2}, n.get(), "one reconcile for the change")
+		require.Equal(t, 1, parentApplies, "the ApplySet's metadata is applied once")
+		require.Len(t, f.statusApplies(), 2)
+		require.Zero(t, c.echoes.Keys(), "no write is left awaiting its event")
+		require.NoError(t, s.stop(t))
+	})
 }

@@ -257,7 +257,9 @@ func (c *Controller) objectHandler(queue workqueue.TypedInterface[string]) cache
 		}
 		onlyOurs := func(echoes.Scope) bool { return true }
 		if o, ok := old.(*cachedObject); ok {
-			onlyOurs = func(s echoes.Scope) bool { return objcache.ChangedOnly(o, n, s.Finalizer, s.Status) }
+			onlyOurs = func(s echoes.Scope) bool {
+				return objcache.ChangedOnlyMetadata(o, n, s.Finalizer, s.Status, s.Labels, s.Annotations)
+			}
 		}
 		c.echoes.ChangedFrom(n.Key(), echoes.Version{UID: n.GetUID(), ResourceVersion: n.GetResourceVersion()}, onlyOurs, add)
 	}

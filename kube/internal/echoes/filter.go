@@ -53,16 +53,20 @@ type awaitedEcho struct {
 }
 
 // Scope is what an apply of the controller's writes of its object,
-// which the content check of its event (objcache.ChangedOnly, called by
-// the object handler in kube's serve.go) lets differ: its
+// which the content check of its event (objcache.ChangedOnlyMetadata,
+// called by the object handler in kube's serve.go) lets differ: its
 // finalizer, for an apply of the metadata (the finalizer's, and the
-// annotation saying why it can't run, named after it), and the top-level
-// fields a Resource's status apply names. Nothing else is the
-// controller's: the other finalizers, the other status fields, a Kind's
-// whole status (a Pod's is its kubelet's), are another writer's.
+// annotation saying why it can't run, named after it); the top-level
+// fields a Resource's status apply names; and the labels and annotations
+// the ApplySet parent's apply sets (kube's prune.go). Nothing else is the
+// controller's: the other finalizers, labels and annotations, the other
+// status fields, a Kind's whole status (a Pod's is its kubelet's), are
+// another writer's.
 type Scope struct {
-	Finalizer string   // "" for an apply that doesn't write the metadata
-	Status    []string // the status fields a status apply names
+	Finalizer   string   // "" for an apply that doesn't write the finalizer
+	Status      []string // the status fields a status apply names
+	Labels      []string // the keys of the labels a metadata apply sets
+	Annotations []string // the keys of the annotations a metadata apply sets, beside the finalizer's
 }
 
 // union is what s and t write together.
@@ -70,16 +74,25 @@ func (s Scope) union(t Scope) Scope {
 	if s.Finalizer == "" {
 		s.Finalizer = t.Finalizer
 	}
-	for _, f := range t.Status {
-		if !slices.Contains(s.Status, f) {
-			s.Status = append(s.Status, f)
-		}
-	}
+	s.Status = unionOf(s.Status, t.Status)
+	s.Labels = unionOf(s.Labels, t.Labels)
+	s.Annotations = unionOf(s.Annotations, t.Annotations)
 	return s
 }
 
-// maxWritten bounds echoesOf.written: a reconcile writes at most twice,
-// the finalizer and the status.
+// unionOf returns a with the elements of b it lacks appended, in a copy
+// if any are.
+func unionOf(a, b []string) []string {
+	for _, f := range b {
+		if !slices.Contains(a, f) {
+			a = append(slices.Clip(a), f)
+		}
+	}
+	return a
+}
+
+// maxWritten bounds echoesOf.written: a reconcile writes at most three
+// times, the finalizer, the status and the ApplySet parent's metadata.
 const maxWritten = 4
 
 // Version is one version of one object.

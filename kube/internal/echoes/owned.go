@@ -57,10 +57,13 @@ func OwnedKey(owner string, gr schema.GroupResource, namespace, name string) str
 }
 
 // OwnedWriteOf reports whether req, made by the reconcile of owner, writes
-// an object of a resource of owns, or its status, and which.
-// It reads the path as the API server's request info does:
-// /api/v1/[namespaces/NS/]RESOURCE[/NAME[/status]] for the core group,
-// /apis/GROUP/VERSION/... for the others, after any prefix of Host's.
+// an object of a resource of owns, or any subresource of it (its status,
+// a Deployment's scale), and which: a write to a subresource is a write
+// of its object, named by the path. It reads the path as the API server's
+// request info does:
+// /api/v1/[namespaces/NS/]RESOURCE[/NAME[/SUBRESOURCE]] for the core
+// group, /apis/GROUP/VERSION/... for the others, after any prefix of
+// Host's. A POST names its object in its path only to a subresource.
 func OwnedWriteOf(owner string, req *http.Request, owns []Owned) (OwnedWrite, bool) {
 	if req.URL == nil || len(owns) == 0 {
 		return OwnedWrite{}, false
@@ -90,7 +93,7 @@ func OwnedWriteOf(owner string, req *http.Request, owns []Owned) (OwnedWrite, bo
 	}
 	switch {
 	case len(segs) == 1 && req.Method == http.MethodPost:
-	case len(segs) == 2 && req.Method != http.MethodPost, len(segs) == 3 && segs[2] == "status" && req.Method != http.MethodPost:
+	case len(segs) == 2 && req.Method != http.MethodPost, len(segs) == 3 && segs[2] != "":
 		w.Name = segs[1]
 	default:
 		return OwnedWrite{}, false

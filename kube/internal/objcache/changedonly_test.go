@@ -59,3 +59,27 @@ func TestChangedOnly(t *testing.T) {
 		"a status the object had none of")
 	require.Equal(t, []string{"seen", "phase"}, StatusFields([]byte(`{"apiVersion":"v1","metadata":{"name":"w1"},"status":{"seen":1,"phase":"x"}}`)))
 }
+
+// The ApplySet parent's apply sets its id label and its two annotations:
+// those may change, added or to other values, and nothing else may.
+func TestChangedOnlyMetadataLetsTheNamedLabelsAndAnnotationsDiffer(t *testing.T) {
+	base := `{"metadata":{"name":"w1","resourceVersion":"1","labels":{"app":"x"},"annotations":{"a":"b"}},"spec":{"size":1}}`
+	labels, annotations := []string{"set/id"}, []string{"set/tooling", "set/kinds"}
+	for _, tc := range []struct {
+		name, new string
+		want      bool
+	}{
+		{"the named label and annotations added", `{"metadata":{"name":"w1","resourceVersion":"2","labels":{"app":"x","set/id":"i"},"annotations":{"a":"b","set/tooling":"t","set/kinds":"k"}},"spec":{"size":1}}`, true},
+		{"the named label and annotations in another order", `{"metadata":{"name":"w1","resourceVersion":"2","labels":{"set/id":"i","app":"x"},"annotations":{"set/kinds":"k","a":"b"}},"spec":{"size":1}}`, true},
+		{"another label", `{"metadata":{"name":"w1","resourceVersion":"2","labels":{"app":"y","set/id":"i"},"annotations":{"a":"b"}},"spec":{"size":1}}`, false},
+		{"a label removed", `{"metadata":{"name":"w1","resourceVersion":"2","annotations":{"a":"b"}},"spec":{"size":1}}`, false},
+		{"another annotation", `{"metadata":{"name":"w1","resourceVersion":"2","labels":{"app":"x"},"annotations":{"a":"c","set/kinds":"k"}},"spec":{"size":1}}`, false},
+		{"the spec", `{"metadata":{"name":"w1","resourceVersion":"2","labels":{"app":"x","set/id":"i"},"annotations":{"a":"b"}},"spec":{"size":2}}`, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			require.Equal(t, tc.want, ChangedOnlyMetadata(obj(t, base), obj(t, tc.new), "", nil, labels, annotations))
+		})
+	}
+	added := `{"metadata":{"name":"w1","resourceVersion":"2","labels":{"app":"x","set/id":"i"},"annotations":{"a":"b"}},"spec":{"size":1}}`
+	require.False(t, ChangedOnly(obj(t, base), obj(t, added), "test/cleanup", []string{"seen"}), "ChangedOnly lets no label differ")
+}
