@@ -41,6 +41,10 @@ import (
 // must see it. So the event of an update's version queues its owner, as
 // before: a changed Deployment reconciles its Memcached once more.
 //
+// A creation whose object is deleted before the write's answer comes, the
+// events of both having come already, keeps nothing either (ownedGone):
+// kept, its version would wait for an event that won't come.
+//
 // A write made through a client that isn't built on Client.Config, or with
 // a context that isn't the reconcile's, isn't seen, and its event queues
 // its owner as before. A creation whose labels an Owns' LabelSelector
@@ -88,14 +92,21 @@ func (c *Controller) noteOwnedWrite(key string, req *http.Request, next http.Rou
 	}
 	switch {
 	case w.Name != "":
-		c.ownedCreations.Wrote(w.Key(w.Name), echoes.Written(got, w.Namespace, w.Name))
+		// A creation whose object was deleted before its answer came, its
+		// events with it, or passed by a relist, has no event left to match
+		// it (ownedGone); its events held meanwhile are matched first.
+		c.ownedCreations.WroteUnless(w.Key(w.Name), echoes.Written(got, w.Namespace, w.Name), echoes.Scope{},
+			func(v echoes.Version) bool { return c.ownedGone(w, w.Name, v) })
 	case got != nil && got.Name != "" && got.Namespace == w.Namespace:
 		// A POST's events weren't held: the creation's event may have
-		// come already, and then nothing is left to match it.
+		// come already, or its deletion's too, and then nothing is left
+		// to match it.
 		key := w.Key(got.Name)
 		v := echoes.Written(got, w.Namespace, got.Name)
 		c.ownedCreations.Writing(key)
-		c.ownedCreations.WroteCached(key, v, c.ownedCached(w, got.Name, v))
+		c.ownedCreations.WroteUnless(key, v, echoes.Scope{}, func(v echoes.Version) bool {
+			return c.ownedCached(w, got.Name, &v) || c.ownedGone(w, got.Name, v)
+		})
 	}
 	return resp, err
 }
@@ -123,6 +134,28 @@ func (c *Controller) ownedResources() []echoes.Owned {
 		}
 	})
 	return c.owned
+}
+
+// ownedGone reports whether the Owns cache of w's resource holds no
+// object name of v's uid in w's namespace while its informer's watch has
+// come to v's resourceVersion or past it: v's object was created and
+// deleted, and the events of both came (or a relist passed them) before
+// the write's answer did, so no event is left to match v. It reports
+// false before the cache is started, or for resourceVersions that aren't
+// kube-apiserver's integers, unless they are equal. An event of v that
+// is still on its way from the informer's queue to its handler then
+// queues its owner, and nothing worse.
+func (c *Controller) ownedGone(w echoes.OwnedWrite, name string, v echoes.Version) bool {
+	ch := c.listerCaches[w.GVR]
+	if ch == nil {
+		return false
+	}
+	inf := ch.informer.Load()
+	if inf == nil || cachedVersion((*inf).GetIndexer(), objectKey(w.Namespace, name)).UID == v.UID {
+		return false
+	}
+	last := (*inf).LastSyncResourceVersion()
+	return last != "" && newerOrSame(last, v.ResourceVersion)
 }
 
 // ownedCached reports whether the Owns cache of w's resource holds the

@@ -7,8 +7,10 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/require"
+	"github.com/z5labs/humus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
@@ -336,4 +338,41 @@ func TestAnOwnedWriteAllocatesNoCopyOfTheOwns(t *testing.T) {
 		got := testing.AllocsPerRun(100, func() { _, _ = c.ownedWrite("team-a/w1", req) })
 		require.Equal(t, want, got, "%s %s", req.Method, req.URL.Path)
 	}
+}
+
+// A POST whose child is created and then deleted, the events of both
+// coming to the Owns' informer before the POST's answer does, keeps
+// nothing: no event is left to match the version the answer names, which
+// was kept for the life of the process.
+func TestACreationDeletedBeforeItsAnswerKeepsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		var n counter
+		c, err := newController(&humus.Setup{}, f.clients(), nil, testSettings(), widgets(), noStatus(&n),
+			Owns(configMapGVR, CacheObjects()))
+		require.NoError(t, err)
+		s := serve(t, c)
+		synctest.Wait()
+
+		cm := wholeConfigMap("c1", "a", widgetRef("w1", true))
+		cm.SetResourceVersion(f.nextResourceVersion())
+		f.create(t, configMapGVR, cm)
+		synctest.Wait()
+		require.NoError(t, f.dynamic.Tracker().Delete(configMapGVR, testNamespace, "c1"))
+		synctest.Wait()
+		require.False(t, f.exists(configMapGVR, testNamespace, "c1"))
+
+		// The POST's answer, the created object, comes now.
+		answer, err := cm.MarshalJSON()
+		require.NoError(t, err)
+		req, err := http.NewRequestWithContext(withReconciling(t.Context(), c, testNamespace+"/w1"), http.MethodPost,
+			"https://api.example.com/api/v1/namespaces/"+testNamespace+"/configmaps?fieldManager=widgets", strings.NewReader(`{}`))
+		require.NoError(t, err)
+		resp, err := apitransport.WriteHooks{Next: answering{body: string(answer)}}.RoundTrip(req)
+		require.NoError(t, err)
+		_, err = io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		require.Zero(t, c.ownedCreations.Keys(), "a creation whose object is gone, its events come, keeps nothing")
+		require.NoError(t, s.stop(t))
+	})
 }

@@ -40,8 +40,8 @@ type echoesOf struct {
 	// whose event never comes, since the watch was relisted past it, is
 	// dropped by the event of a later version in written, or by the
 	// object's deletion; an event of any other version leaves it. A
-	// version whose event came before the write began isn't kept
-	// (WroteCached).
+	// version that no event will come to match, its event having come
+	// before the write's answer did, isn't kept (WroteUnless's drop).
 	written []awaitedEcho
 }
 
@@ -191,20 +191,15 @@ func (o *Filter) Wrote(key string, v *Version) {
 	o.WroteUnless(key, v, Scope{}, nil)
 }
 
-// WroteCached is Wrote for a write whose events weren't held while it
-// was in flight, a POST's (kube's ownedcreations.go), cached reporting whether the
-// informer's cache holds v, or a newer version of its object, already:
-// then v's event has most often come and queued its key before the answer
-// did, and v is not kept, since no event would come to forget it: kept,
-// it stayed until the object's deletion. If v's event is still on its way from the cache to its
-// handler, it queues its key, and nothing worse.
-func (o *Filter) WroteCached(key string, v *Version, cached bool) {
-	o.WroteUnless(key, v, Scope{}, func(Version) bool { return cached })
-}
-
 // WroteUnless is Wrote of an apply that wrote scope, except that v is not
 // kept if drop, called with the lock held once v's held event, if any,
-// has been matched, reports that no event will come to match it.
+// has been matched, reports that no event will come to match it: for a
+// write whose events weren't held while it was in flight, a POST's
+// (kube's ownedcreations.go), the cache holds v or a newer version of its
+// object already, or the object's deletion came before the answer did.
+// Kept, v would stay for the life of the process. If v's event is still on
+// its way from the cache to its handler, it queues its key, and nothing
+// worse.
 func (o *Filter) WroteUnless(key string, v *Version, scope Scope, drop func(Version) bool) {
 	o.mu.Lock()
 	of := o.keys[key]
