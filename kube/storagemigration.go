@@ -49,14 +49,21 @@ type migrationWrites struct{ c *Controller }
 // Writing holds the events of key while its rewrite is in flight.
 func (w *migrationWrites) Writing(key string) { w.c.echoes.Writing(key) }
 
-// Wrote keeps the version got of key until its event comes; a write the
-// API server skipped has no event to come, so its version isn't kept.
+// Wrote keeps the version got of key until its event comes. A write the
+// API server skipped has no event to come, nor has one of an object the
+// controller's cache doesn't hold (holds): the migration rewrites every
+// object of the resource, and the controller's informer sees only those
+// its label and field selectors select (an object deleted meanwhile is
+// gone from it too). So neither version is kept, where it would wait for
+// the life of the process. An object the cache doesn't hold yet, created
+// as the migration passed it, has its rewrite's event queue its key, and
+// nothing worse.
 func (w *migrationWrites) Wrote(key string, got *metav1.PartialObjectMetadata, skipped bool) {
 	var v *echoes.Version
 	if got != nil {
 		v = &echoes.Version{UID: got.UID, ResourceVersion: got.ResourceVersion}
 	}
-	w.c.echoes.WroteUnless(key, v, echoes.Scope{}, func(echoes.Version) bool { return skipped })
+	w.c.echoes.WroteUnless(key, v, echoes.Scope{}, func(v echoes.Version) bool { return skipped || !w.c.holds(key, v.UID) })
 }
 
 // checkMigrateStorage returns an error naming each setting

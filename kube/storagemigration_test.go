@@ -9,6 +9,8 @@ import (
 	"github.com/z5labs/humus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/z5labs/humus/kube/internal/echoes"
 )
@@ -61,4 +63,31 @@ func TestMigrationRewritesAreTheControllersOwnWrites(t *testing.T) {
 	require.Zero(t, c.echoes.Keys(), "nor does one that failed")
 	c.echoes.Changed(key, echoes.Version{UID: "u1", ResourceVersion: "7"}, add)
 	require.Equal(t, []string{key}, queued, "another writer's change is queued")
+}
+
+// A rewrite of an object the controller's informer doesn't see, outside
+// its label or field selector, keeps nothing: no event of it will come to
+// match its version. One of an object the cache holds is kept until its
+// event comes.
+func TestARewriteOfAnObjectOutsideTheSelectorKeepsNothing(t *testing.T) {
+	c := &Controller{gvr: widgetGVR, listerCaches: map[schema.GroupVersionResource]*listerCache{widgetGVR: {form: cacheObjects}}}
+	inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &cachedObject{}, 0, cache.Indexers{})
+	require.NoError(t, inf.GetIndexer().Add(newCachedMetadata(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+		Name: "selected", Namespace: testNamespace, UID: "u-selected", ResourceVersion: "5"}})))
+	c.publishInformer(widgetGVR, inf)
+	w := &migrationWrites{c: c}
+
+	const outside = testNamespace + "/outside"
+	w.Writing(outside)
+	w.Wrote(outside, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "outside", Namespace: testNamespace, UID: "u-outside", ResourceVersion: "6"}}, false)
+	require.Zero(t, c.echoes.Keys(), "the rewrite of an object the informer doesn't see keeps nothing")
+
+	const selected = testNamespace + "/selected"
+	w.Writing(selected)
+	w.Wrote(selected, &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Name: "selected", Namespace: testNamespace, UID: "u-selected", ResourceVersion: "7"}}, false)
+	require.Equal(t, 1, c.echoes.Keys(), "the rewrite of an object the cache holds is kept until its event comes")
+	var queued []string
+	c.echoes.Changed(selected, echoes.Version{UID: "u-selected", ResourceVersion: "7"}, func(key string) { queued = append(queued, key) })
+	require.Empty(t, queued)
+	require.Zero(t, c.echoes.Keys())
 }
