@@ -56,7 +56,8 @@ const (
 // client built on Client.Config, with the reconcile's context: a child it
 // stops writing is deleted. The controller also applies the ApplySet's
 // label and annotations to the reconciled object, once, under the field manager Settings.Name +
-// "-applyset". The RBAC it needs beyond Owns' is get and delete on the
+// "-applyset", as its own write: its event doesn't reconcile the object
+// again. The RBAC it needs beyond Owns' is get and delete on the
 // resource, and patch on the controller's own (which Finalize needs too).
 // A reconcile whose prune fails (a GET, the parent's apply or a DELETE)
 // returns that error, and is retried as any failed reconcile. A Watches
