@@ -105,7 +105,14 @@ type gadgetCounter struct {
 // creates the sentinel Gadget, whose ConfigMap is sentinelConfigMap.
 func startGadgetCounter(t *testing.T, sentinelConfigMap string, reconcile func(ctx context.Context, h *gadgetCounter, rkc kubernetes.Interface, g gadget, first bool) error, parts ...kube.Part) *gadgetCounter {
 	t.Helper()
-	cluster, dyn, kc := startWithCRD(t, gadgets)
+	return startGadgetCounterOf(t, gadgets, sentinelConfigMap, reconcile, parts...)
+}
+
+// startGadgetCounterOf is startGadgetCounter of the Gadgets r declares
+// (its CRD's labels, say).
+func startGadgetCounterOf(t *testing.T, r kube.Resource[gadgetSpec, gadgetStatus], sentinelConfigMap string, reconcile func(ctx context.Context, h *gadgetCounter, rkc kubernetes.Interface, g gadget, first bool) error, parts ...kube.Part) *gadgetCounter {
+	t.Helper()
+	cluster, dyn, kc := startWithCRD(t, r)
 	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
 	t.Cleanup(cancel)
 	h := &gadgetCounter{t: t, ctx: ctx, res: dyn.Resource(gadgets.GVR()).Namespace("default"), kc: kc,
@@ -124,7 +131,7 @@ func startGadgetCounter(t *testing.T, sentinelConfigMap string, reconcile func(c
 	settings.LeaderElection.Identity = "replica-1"
 	rkc, err := kubernetes.NewForConfig(client.Config())
 	require.NoError(t, err)
-	ctrl, err := kube.NewController(s, client, settings, gadgets,
+	ctrl, err := kube.NewController(s, client, settings, r,
 		kube.ReconcilerFunc[gadgetSpec, gadgetStatus](func(ctx context.Context, g gadget) (kube.Result[gadgetStatus], error) {
 			h.mu.Lock()
 			h.reconciles[g.Name]++

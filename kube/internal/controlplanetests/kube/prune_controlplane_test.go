@@ -14,12 +14,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/attribute"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	appsv1ac "k8s.io/client-go/applyconfigurations/apps/v1"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
+	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus"
@@ -291,4 +294,85 @@ func TestPruningAgainstTheAPIServer(t *testing.T) {
 		setSpec("b1", map[string]any{})
 		waitConfigMaps("b1-a to be pruned", "b2-x", "by-hand", "of-b2")
 	})
+}
+
+// prunedGadgets are Gadgets whose CRD makes them ApplySet parents, as an
+// Owns that prunes needs.
+func prunedGadgets() kube.Resource[gadgetSpec, gadgetStatus] {
+	r := gadgets
+	r.Labels = map[string]string{kube.ApplySetParentTypeLabel: "true"}
+	return r
+}
+
+// TestAPrunedOwnsReconcilesOncePerChangeAgainstTheAPIServer counts
+// reconciles with an Owns that prunes: the controller's apply of the
+// ApplySet parent's label and annotations, on an object's first
+// reconcile, is its own write, so a new object is reconciled once, and a
+// spec change once, as without Prune
+// (TestOwnWritesDontComeBackAsWorkAgainstTheAPIServer).
+func TestAPrunedOwnsReconcilesOncePerChangeAgainstTheAPIServer(t *testing.T) {
+	h := startGadgetCounterOf(t, prunedGadgets(), "sentinel", func(ctx context.Context, _ *gadgetCounter, rkc kubernetes.Interface, g gadget, _ bool) error {
+		return applyConfigMap(ctx, rkc, g, g.Name, kube.ApplySetLabels(ctx))
+	}, kube.Owns(corev1.SchemeGroupVersion.WithResource("configmaps"), kube.Prune()))
+
+	h.create("g1", 3)
+	h.seen("g1", 3)
+	h.settled()
+	g1, err := h.res.Get(h.ctx, "g1", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, kube.ApplySetID("g1", "default", "Gadget", gadgets.Group), g1.GetLabels()[kube.ApplySetIDLabel], "the ApplySet's label was applied")
+	require.Equal(t, 1, h.count("g1"), "a new object is reconciled once: the ApplySet parent's apply doesn't bring it back")
+
+	h.setSize("g1", 2)
+	h.seen("g1", 2)
+	h.settled()
+	require.Equal(t, 2, h.count("g1"), "a spec change is reconciled once")
+	_, err = h.kc.CoreV1().ConfigMaps("default").Get(h.ctx, "g1", metav1.GetOptions{})
+	require.NoError(t, err, "the child each reconcile applies stays")
+}
+
+// TestAChildWrittenThroughItsScaleIsKeptAgainstTheAPIServer: a Reconciler
+// that creates its Deployment once and then sets its replicas only
+// through the scale subresource has written it, so a later reconcile,
+// which prunes, keeps it.
+func TestAChildWrittenThroughItsScaleIsKeptAgainstTheAPIServer(t *testing.T) {
+	h := startGadgetCounterOf(t, prunedGadgets(), "sentinel", func(ctx context.Context, _ *gadgetCounter, rkc kubernetes.Interface, g gadget, first bool) error {
+		// The ConfigMap, not pruned, is what settled pokes.
+		if err := applyConfigMap(ctx, rkc, g, g.Name, nil); err != nil {
+			return err
+		}
+		if first {
+			labels := map[string]string{"gadget": g.Name}
+			d := appsv1ac.Deployment(g.Name, g.Namespace).
+				WithLabels(kube.ApplySetLabels(ctx)).
+				WithOwnerReferences(metav1ac.OwnerReference().
+					WithAPIVersion(g.APIVersion).WithKind(g.Kind).WithName(g.Name).WithUID(g.UID).WithController(true)).
+				WithSpec(appsv1ac.DeploymentSpec().
+					WithReplicas(1).
+					WithSelector(metav1ac.LabelSelector().WithMatchLabels(labels)).
+					WithTemplate(corev1ac.PodTemplateSpec().WithLabels(labels).
+						WithSpec(corev1ac.PodSpec().WithContainers(corev1ac.Container().WithName("c").WithImage("registry.k8s.io/pause:3.10")))))
+			_, err := rkc.AppsV1().Deployments(g.Namespace).Apply(ctx, d, metav1.ApplyOptions{FieldManager: "gadget-controller", Force: true})
+			return err
+		}
+		// Later reconciles write the Deployment only through /scale.
+		scale, err := rkc.AppsV1().Deployments(g.Namespace).GetScale(ctx, g.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		scale.Spec.Replicas = g.Spec.Size
+		_, err = rkc.AppsV1().Deployments(g.Namespace).UpdateScale(ctx, g.Name, scale, metav1.UpdateOptions{FieldManager: "gadget-controller"})
+		return err
+	}, kube.Owns(corev1.SchemeGroupVersion.WithResource("configmaps")),
+		kube.Owns(appsv1.SchemeGroupVersion.WithResource("deployments"), kube.Prune()))
+
+	h.create("g1", 1)
+	h.seen("g1", 1)
+	h.setSize("g1", 2)
+	h.seen("g1", 2)
+	h.settled()
+	d, err := h.kc.AppsV1().Deployments("default").Get(h.ctx, "g1", metav1.GetOptions{})
+	require.NoError(t, err, "the Deployment the reconciles scaled is kept")
+	require.Nil(t, d.DeletionTimestamp, "the Deployment the reconciles scaled is kept")
+	require.Equal(t, int32(2), *d.Spec.Replicas, "the later reconcile's scale")
 }
