@@ -26,8 +26,10 @@ import (
 // TestWebhookDeployFilesBuildAndApply builds the Memcached example's
 // conversion-webhook deploy files, both ways (memcached/deploy-webhook:
 // app-managed and cert-manager), with kustomize's Go API, as kubectl apply
-// -k does, checks that each holds the example's deploy files and the
-// objects of its way, and applies every object as
+// -k does, checks that each holds the example's deploy files (the
+// generated admission webhook configurations among them, calling the
+// conversion webhook's Service, and given cert-manager's CA by its
+// annotation in the cert-manager way) and the objects of its way, and applies every object as
 // TestDeployFilesBuildAndApply does (server-side apply, a dry run with
 // strict field validation; the Namespace for real). cert-manager's Issuer
 // and Certificate are applied against stand-in CRDs that accept any field
@@ -65,17 +67,20 @@ func TestWebhookDeployFilesBuildAndApply(t *testing.T) {
 		extra []string // beside the example's deploy files
 		env   string   // the certificate's variable
 		unset string   // a variable the Deployment doesn't set
+		// inject is the cert-manager.io/inject-ca-from annotation of the
+		// admission webhook configurations, "" for none.
+		inject string
 	}{
 		{"memcached/deploy-webhook/app-managed", []string{
 			"Role memcached-controller-webhook-cert",
 			"RoleBinding memcached-controller-webhook-cert",
 			"ClusterRole memcached-controller-webhook-cert",
 			"ClusterRoleBinding memcached-controller-webhook-cert",
-		}, "WEBHOOK_CERT_SECRET", "WEBHOOK_CERT_DIR"},
+		}, "WEBHOOK_CERT_SECRET", "WEBHOOK_CERT_DIR", ""},
 		{"memcached/deploy-webhook/cert-manager", []string{
 			"Issuer memcached-selfsigned",
 			"Certificate memcached-webhook-server-cert",
-		}, "WEBHOOK_CERT_DIR", ""},
+		}, "WEBHOOK_CERT_DIR", "", "memcached-system/memcached-webhook-server-cert"},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -101,6 +106,20 @@ func TestWebhookDeployFilesBuildAndApply(t *testing.T) {
 						spec, _ := m["spec"].(map[string]any)
 						require.Equal(t, true, spec["publishNotReadyAddresses"], "the webhooks' Service publishes replicas not yet ready")
 					}
+				case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
+					// The generated configurations (memcached/deploy/webhooks),
+					// calling the conversion webhook's Service.
+					require.Equal(t, "memcacheds.cache.example.com", r.GetName())
+					m, err := r.Map()
+					require.NoError(t, err)
+					hooks, _ := m["webhooks"].([]any)
+					require.Len(t, hooks, 1, "%s webhooks", r.GetKind())
+					hook, _ := hooks[0].(map[string]any)
+					cc, _ := hook["clientConfig"].(map[string]any)
+					svc, _ := cc["service"].(map[string]any)
+					require.Equal(t, "memcached-webhooks", svc["name"])
+					require.Equal(t, "memcached-system", svc["namespace"])
+					require.Equal(t, tc.inject, r.GetAnnotations()["cert-manager.io/inject-ca-from"])
 				case "Deployment":
 					body, err := r.AsYAML()
 					require.NoError(t, err)
