@@ -166,15 +166,6 @@ type Configuration struct {
 	NamespaceSelector, ObjectSelector *metav1.LabelSelector
 }
 
-// webhook is what each webhook of a configuration has.
-type webhook struct {
-	name          string
-	rules         []admissionregistrationv1.RuleWithOperations
-	client        admissionregistrationv1.WebhookClientConfig
-	failurePolicy admissionregistrationv1.FailurePolicyType
-	timeout       int32
-}
-
 // A ruled webhook is a Validating or Defaulting, whose resource and
 // operations a configuration's webhook matches.
 type ruled interface {
@@ -225,10 +216,23 @@ type entry struct {
 	err error
 }
 
+// entries are ws as entries, check giving each one's mistakes; a nil one
+// is an entry with no ruled.
+func entries[W any](ws []W, check func(W) error) []entry {
+	es := make([]entry, len(ws))
+	for i, w := range ws {
+		if r, ok := any(w).(ruled); ok {
+			es[i] = entry{r: r, err: check(w)}
+		}
+	}
+	return es
+}
+
 // webhooks returns the webhooks of c for es, one a resource, their path
-// defaultPath unless c.Path is set, and one error naming every mistake in
-// c and es, the configuration named kind.
-func (c Configuration) webhooks(kind, defaultPath string, es []entry) ([]webhook, error) {
+// defaultPath unless c.Path is set, as a ValidatingWebhookConfiguration
+// has them (a MutatingWebhook has their fields and more), and one error
+// naming every mistake in c and es, the configuration named kind.
+func (c Configuration) webhooks(kind, defaultPath string, es []entry) ([]admissionregistrationv1.ValidatingWebhook, error) {
 	var errs []error
 	if c.Name == "" {
 		errs = append(errs, errors.New("Configuration.Name is missing: the configuration's metadata.name, such as memcacheds.cache.example.com"))
@@ -262,7 +266,7 @@ func (c Configuration) webhooks(kind, defaultPath string, es []entry) ([]webhook
 		errs = append(errs, errors.New("no webhook was given: give the values given to the handler"))
 	}
 	client := c.Client.clientConfig(path)
-	var hooks []webhook
+	var hooks []admissionregistrationv1.ValidatingWebhook
 	seen := map[schema.GroupVersionResource]int{}
 	for i, e := range es {
 		if e.r == nil {
@@ -280,9 +284,12 @@ func (c Configuration) webhooks(kind, defaultPath string, es []entry) ([]webhook
 			continue
 		}
 		seen[gvr] = i
-		hooks = append(hooks, webhook{
-			name: WebhookName(gvr),
-			rules: []admissionregistrationv1.RuleWithOperations{{
+		// Each webhook its own values, none shared with another's.
+		fp, timeout, none, equivalent := fp, timeout, admissionregistrationv1.SideEffectClassNone, admissionregistrationv1.Equivalent
+		hooks = append(hooks, admissionregistrationv1.ValidatingWebhook{
+			Name:         WebhookName(gvr),
+			ClientConfig: *client.DeepCopy(),
+			Rules: []admissionregistrationv1.RuleWithOperations{{
 				Operations: ops,
 				Rule: admissionregistrationv1.Rule{
 					APIGroups:   []string{gvr.Group},
@@ -290,9 +297,13 @@ func (c Configuration) webhooks(kind, defaultPath string, es []entry) ([]webhook
 					Resources:   []string{gvr.Resource},
 				},
 			}},
-			client:        client,
-			failurePolicy: fp,
-			timeout:       timeout,
+			FailurePolicy:           &fp,
+			MatchPolicy:             &equivalent,
+			NamespaceSelector:       c.NamespaceSelector.DeepCopy(),
+			ObjectSelector:          c.ObjectSelector.DeepCopy(),
+			SideEffects:             &none,
+			TimeoutSeconds:          &timeout,
+			AdmissionReviewVersions: []string{"v1"},
 		})
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -322,37 +333,18 @@ func (c Configuration) webhooks(kind, defaultPath string, es []entry) ([]webhook
 // webhook, a nil one, a resource without version or plural, a Validating
 // with no function, a resource given twice.
 func ValidatingWebhookConfiguration(c Configuration, vs ...ValidatingWebhook) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
-	es := make([]entry, len(vs))
-	for i, v := range vs {
-		if r, ok := v.(ruled); ok && v != nil {
-			_, _, err := v.validating()
-			es[i] = entry{r: r, err: err}
-		}
-	}
-	hooks, err := c.webhooks("ValidatingWebhookConfiguration", ValidatePath, es)
+	hooks, err := c.webhooks("ValidatingWebhookConfiguration", ValidatePath, entries(vs, func(v ValidatingWebhook) error {
+		_, _, err := v.validating()
+		return err
+	}))
 	if err != nil {
 		return nil, err
 	}
-	cfg := &admissionregistrationv1.ValidatingWebhookConfiguration{
+	return &admissionregistrationv1.ValidatingWebhookConfiguration{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "admissionregistration.k8s.io/v1", Kind: "ValidatingWebhookConfiguration"},
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name},
-	}
-	for _, h := range hooks {
-		fp, timeout, none, equivalent := h.failurePolicy, h.timeout, admissionregistrationv1.SideEffectClassNone, admissionregistrationv1.Equivalent
-		cfg.Webhooks = append(cfg.Webhooks, admissionregistrationv1.ValidatingWebhook{
-			Name:                    h.name,
-			ClientConfig:            h.client,
-			Rules:                   h.rules,
-			FailurePolicy:           &fp,
-			MatchPolicy:             &equivalent,
-			NamespaceSelector:       c.NamespaceSelector.DeepCopy(),
-			ObjectSelector:          c.ObjectSelector.DeepCopy(),
-			SideEffects:             &none,
-			TimeoutSeconds:          &timeout,
-			AdmissionReviewVersions: []string{"v1"},
-		})
-	}
-	return cfg, nil
+		Webhooks:   hooks,
+	}, nil
 }
 
 // MutatingWebhookConfiguration is the MutatingWebhookConfiguration
@@ -364,14 +356,10 @@ func ValidatingWebhookConfiguration(c Configuration, vs ...ValidatingWebhook) (*
 // the mutating webhooks before it). It returns one error naming every
 // mistake in c and ds, as ValidatingWebhookConfiguration does.
 func MutatingWebhookConfiguration(c Configuration, ds ...DefaultingWebhook) (*admissionregistrationv1.MutatingWebhookConfiguration, error) {
-	es := make([]entry, len(ds))
-	for i, d := range ds {
-		if r, ok := d.(ruled); ok && d != nil {
-			_, _, err := d.defaulting()
-			es[i] = entry{r: r, err: err}
-		}
-	}
-	hooks, err := c.webhooks("MutatingWebhookConfiguration", DefaultPath, es)
+	hooks, err := c.webhooks("MutatingWebhookConfiguration", DefaultPath, entries(ds, func(d DefaultingWebhook) error {
+		_, _, err := d.defaulting()
+		return err
+	}))
 	if err != nil {
 		return nil, err
 	}
@@ -380,19 +368,12 @@ func MutatingWebhookConfiguration(c Configuration, ds ...DefaultingWebhook) (*ad
 		ObjectMeta: metav1.ObjectMeta{Name: c.Name},
 	}
 	for _, h := range hooks {
-		fp, timeout, none, equivalent, never := h.failurePolicy, h.timeout, admissionregistrationv1.SideEffectClassNone, admissionregistrationv1.Equivalent, admissionregistrationv1.NeverReinvocationPolicy
+		never := admissionregistrationv1.NeverReinvocationPolicy
 		cfg.Webhooks = append(cfg.Webhooks, admissionregistrationv1.MutatingWebhook{
-			Name:                    h.name,
-			ClientConfig:            h.client,
-			Rules:                   h.rules,
-			FailurePolicy:           &fp,
-			MatchPolicy:             &equivalent,
-			NamespaceSelector:       c.NamespaceSelector.DeepCopy(),
-			ObjectSelector:          c.ObjectSelector.DeepCopy(),
-			SideEffects:             &none,
-			TimeoutSeconds:          &timeout,
-			AdmissionReviewVersions: []string{"v1"},
-			ReinvocationPolicy:      &never,
+			Name: h.Name, ClientConfig: h.ClientConfig, Rules: h.Rules, FailurePolicy: h.FailurePolicy, MatchPolicy: h.MatchPolicy,
+			NamespaceSelector: h.NamespaceSelector, ObjectSelector: h.ObjectSelector, SideEffects: h.SideEffects,
+			TimeoutSeconds: h.TimeoutSeconds, AdmissionReviewVersions: h.AdmissionReviewVersions,
+			ReinvocationPolicy: &never,
 		})
 	}
 	return cfg, nil
