@@ -5,10 +5,6 @@ package app_test
 import (
 	"context"
 	"fmt"
-	"net"
-	"os"
-	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -18,14 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/controlplane/controlplanetest"
-	"github.com/z5labs/humus/httpserver"
 	"github.com/z5labs/humus/humustest"
-	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/admission"
-	"github.com/z5labs/humus/kube/conversion"
-	"github.com/z5labs/humus/kube/examples/appconfig"
 	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
@@ -40,34 +31,8 @@ import (
 // Equivalent).
 func TestMemcachedAdmission(t *testing.T) {
 	e := apptest.NewEnv(t, controlplanetest.Start(t))
-	ca, err := httpserver.NewAuthority(0, "127.0.0.1")
-	require.NoError(t, err)
-	dir := t.TempDir()
-	certPEM, keyPEM := ca.ServingPEM()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, appconfig.CertFile), certPEM, 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, appconfig.KeyFile), keyPEM, 0o600))
-	webhook := controlplanetest.FreeAddr(t)
-
-	r := app.Memcached
-	r.ConversionWebhook = kube.WebhookClient{URL: "https://" + webhook + conversion.Path, CABundle: ca.CABundle()}
-	crd, err := r.CRDYAML()
-	require.NoError(t, err)
-	crdPath := filepath.Join(t.TempDir(), "crd.yaml")
-	require.NoError(t, os.WriteFile(crdPath, crd, 0o600))
-	e.InstallCRD(t, crdPath, crdName)
-
 	ns := e.Namespace(t, "admission")
-	cfg := config(t, e, ns, "replica-0")
-	cfg.Webhooks = appconfig.WebhookConfig{Addr: webhook, CertDir: strings.TrimPrefix(dir, "/")}
-	tel := apptest.NewTelemetry(t)
-	apptest.Start(t, app.New(cfg), humus.OSHost(), humus.WithTelemetry(tel.Build))
-	controlplanetest.Eventually(t, 30*time.Second, "the webhook to listen", func(ctx context.Context) (bool, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", webhook)
-		if err != nil {
-			return false, nil
-		}
-		return true, c.Close()
-	})
+	webhook, ca, tel, _ := startServingWebhooks(t, e, ns)
 
 	c := app.WebhookConfiguration()
 	c.Client = admission.ClientConfig{URL: "https://" + webhook, CABundle: ca.CABundle()}
