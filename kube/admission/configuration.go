@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/yaml"
 )
 
@@ -284,6 +285,11 @@ func (c Configuration) webhooks(kind, defaultPath string, es []entry) ([]admissi
 			continue
 		}
 		seen[gvr] = i
+		if e.err == nil {
+			for _, fe := range validation.IsFullyQualifiedName(field.NewPath("name"), WebhookName(gvr)) {
+				errs = append(errs, fmt.Errorf("webhook %d (%s): its name %q, <version>.<plural>.<group>: %s", i, gvr, WebhookName(gvr), fe.Detail))
+			}
+		}
 		// Each webhook its own values, none shared with another's.
 		fp, timeout, none, equivalent := fp, timeout, admissionregistrationv1.SideEffectClassNone, admissionregistrationv1.Equivalent
 		hooks = append(hooks, admissionregistrationv1.ValidatingWebhook{
@@ -331,7 +337,8 @@ func (c Configuration) webhooks(kind, defaultPath string, es []entry) ([]admissi
 // invalid Name, Client's mistakes (see ClientConfig.Check), a Path not
 // starting with /, an unknown FailurePolicy, a TimeoutSeconds over 30, no
 // webhook, a nil one, a resource without version or plural, a Validating
-// with no function, a resource given twice.
+// with no function, a resource given twice, a resource whose webhook's
+// name (WebhookName) isn't a lowercase DNS subdomain.
 func ValidatingWebhookConfiguration(c Configuration, vs ...ValidatingWebhook) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
 	hooks, err := c.webhooks("ValidatingWebhookConfiguration", ValidatePath, entries(vs, func(v ValidatingWebhook) error {
 		_, _, err := v.validating()

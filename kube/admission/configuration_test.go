@@ -137,7 +137,8 @@ func TestWebhookConfigurationMistakes(t *testing.T) {
 		FailurePolicy:  "Retry",
 		TimeoutSeconds: 31,
 	}, validateWidgets(), validateWidgets(), nil,
-		admission.Validating[Widget]{Resource: schema.GroupVersionResource{Group: "example.com"}})
+		admission.Validating[Widget]{Resource: schema.GroupVersionResource{Group: "example.com"}},
+		admission.Validating[Widget]{Resource: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "Gadgets"}, Delete: func(context.Context, *Widget) error { return nil }})
 	require.Error(t, err)
 	for _, want := range []string{
 		`admission: the ValidatingWebhookConfiguration "Not_A_Name"`,
@@ -151,6 +152,7 @@ func TestWebhookConfigurationMistakes(t *testing.T) {
 		`webhook 3 (example.com/, Resource=): Resource.Version is empty`,
 		`webhook 3 (example.com/, Resource=): Resource.Resource is empty`,
 		`webhook 3 (example.com/, Resource=): no function: set Create, Update or Delete`,
+		`webhook 4 (example.com/v1, Resource=Gadgets): its name "v1.Gadgets.example.com", <version>.<plural>.<group>: a lowercase RFC 1123 subdomain`,
 	} {
 		require.ErrorContains(t, err, want)
 	}
