@@ -17,6 +17,13 @@
 // why, never another HTTP status, which the API server would treat as the
 // webhook failing (and apply its failurePolicy to). Serve the handlers
 // over TLS with package httpserver, beside kube/conversion's.
+//
+// ValidatingWebhookConfiguration and MutatingWebhookConfiguration build
+// the handlers' webhook configurations from the same values (each
+// resource's group, version and plural, the operations it has a function
+// for), with a Configuration's name, ClientConfig and options, and their
+// YAML to check in: no configuration to write by hand, none to keep in
+// step with the handler.
 package admission
 
 import (

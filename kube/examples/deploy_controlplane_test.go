@@ -28,8 +28,8 @@ import (
 // kustomize's Go API, as kubectl apply -k does, and applies every object it
 // builds to the local API server with server-side apply, in a dry run
 // (DryRun All) with strict field validation: the API server validates and
-// admits each object, the Memcached example's golden CRD among them, and
-// stores none. The Namespaces are the exception: a dry run of an object in
+// admits each object, the Memcached example's golden CRD and generated
+// webhook configurations among them, and stores none. The Namespaces are the exception: a dry run of an object in
 // a namespace that doesn't exist is refused, so they are applied for real.
 func TestDeployFilesBuildAndApply(t *testing.T) {
 	cluster := controlplanetest.Start(t)
@@ -59,6 +59,8 @@ func TestDeployFilesBuildAndApply(t *testing.T) {
 			"Deployment memcached-controller",
 			"Service memcached-controller-metrics",
 			"Service memcached-webhooks",
+			"ValidatingWebhookConfiguration memcacheds.cache.example.com",
+			"MutatingWebhookConfiguration memcacheds.cache.example.com",
 		}},
 		{"defaultdeny/deploy", []string{
 			"Namespace default-deny-system",

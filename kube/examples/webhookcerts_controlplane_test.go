@@ -4,6 +4,7 @@ package examples_test
 
 import (
 	"context"
+	"slices"
 	"testing"
 	"time"
 
@@ -26,8 +27,10 @@ import (
 // TestWebhookDeployFilesBuildAndApply builds the Memcached example's
 // conversion-webhook deploy files, both ways (memcached/deploy-webhook:
 // app-managed and cert-manager), with kustomize's Go API, as kubectl apply
-// -k does, checks that each holds the example's deploy files and the
-// objects of its way, and applies every object as
+// -k does, checks that each holds the example's deploy files (the
+// generated admission webhook configurations among them, calling the
+// conversion webhook's Service, and given cert-manager's CA by its
+// annotation in the cert-manager way) and the objects of its way, and applies every object as
 // TestDeployFilesBuildAndApply does (server-side apply, a dry run with
 // strict field validation; the Namespace for real). cert-manager's Issuer
 // and Certificate are applied against stand-in CRDs that accept any field
@@ -65,23 +68,35 @@ func TestWebhookDeployFilesBuildAndApply(t *testing.T) {
 		extra []string // beside the example's deploy files
 		env   string   // the certificate's variable
 		unset string   // a variable the Deployment doesn't set
+		// inject is the cert-manager.io/inject-ca-from annotation of the
+		// admission webhook configurations, "" for none.
+		inject string
+		// removed are the example's deploy files' objects this way
+		// leaves out.
+		removed []string
 	}{
 		{"memcached/deploy-webhook/app-managed", []string{
 			"Role memcached-controller-webhook-cert",
 			"RoleBinding memcached-controller-webhook-cert",
 			"ClusterRole memcached-controller-webhook-cert",
 			"ClusterRoleBinding memcached-controller-webhook-cert",
-		}, "WEBHOOK_CERT_SECRET", "WEBHOOK_CERT_DIR"},
+		}, "WEBHOOK_CERT_SECRET", "WEBHOOK_CERT_DIR", "", []string{
+			// Until the App gives them its CA (webhooks-removed.yaml).
+			"ValidatingWebhookConfiguration memcacheds.cache.example.com",
+			"MutatingWebhookConfiguration memcacheds.cache.example.com",
+		}},
 		{"memcached/deploy-webhook/cert-manager", []string{
 			"Issuer memcached-selfsigned",
 			"Certificate memcached-webhook-server-cert",
-		}, "WEBHOOK_CERT_DIR", ""},
+		}, "WEBHOOK_CERT_DIR", "", "memcached-system/memcached-webhook-server-cert", nil},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
 			built := build(t, tc.dir)
-			require.ElementsMatch(t, append(append([]string(nil), base...), tc.extra...), names(built), "kustomize build %s", tc.dir)
+			want := slices.DeleteFunc(append(append([]string(nil), base...), tc.extra...), func(n string) bool { return slices.Contains(tc.removed, n) })
+			require.Len(t, want, len(base)+len(tc.extra)-len(tc.removed), "every removed object is in the example's deploy files")
+			require.ElementsMatch(t, want, names(built), "kustomize build %s", tc.dir)
 
 			for _, r := range built.Resources() {
 				switch r.GetKind() {
@@ -101,6 +116,20 @@ func TestWebhookDeployFilesBuildAndApply(t *testing.T) {
 						spec, _ := m["spec"].(map[string]any)
 						require.Equal(t, true, spec["publishNotReadyAddresses"], "the webhooks' Service publishes replicas not yet ready")
 					}
+				case "ValidatingWebhookConfiguration", "MutatingWebhookConfiguration":
+					// The generated configurations (memcached/deploy/webhooks),
+					// calling the conversion webhook's Service.
+					require.Equal(t, "memcacheds.cache.example.com", r.GetName())
+					m, err := r.Map()
+					require.NoError(t, err)
+					hooks, _ := m["webhooks"].([]any)
+					require.Len(t, hooks, 1, "%s webhooks", r.GetKind())
+					hook, _ := hooks[0].(map[string]any)
+					cc, _ := hook["clientConfig"].(map[string]any)
+					svc, _ := cc["service"].(map[string]any)
+					require.Equal(t, "memcached-webhooks", svc["name"])
+					require.Equal(t, "memcached-system", svc["namespace"])
+					require.Equal(t, tc.inject, r.GetAnnotations()["cert-manager.io/inject-ca-from"])
 				case "Deployment":
 					body, err := r.AsYAML()
 					require.NoError(t, err)

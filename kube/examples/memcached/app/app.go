@@ -11,6 +11,7 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/health"
 	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/admission"
 	"github.com/z5labs/humus/kube/conversion"
 	"github.com/z5labs/humus/kube/examples/appconfig"
 )
@@ -50,9 +51,10 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 // and, when cfg.Metrics.Addr is set, the metrics Service of
 // appconfig.ServeMetrics, over TLS to the callers the API server
 // authorizes; and, when cfg.Webhooks.Addr is set,
-// the webhooks Service serving Memcached's conversion webhook (see
-// serveWebhooks). It returns the errors NewClient, NewController,
-// ServeMetrics, conversion.Handler and ServeWebhooks return.
+// the webhooks Service serving Memcached's conversion and admission
+// webhooks (see serveWebhooks). It returns the errors NewClient,
+// NewController, ServeMetrics, conversion.Handler, admission.Validate and
+// Default, and ServeWebhooks return.
 func New(cfg Config) humus.Init {
 	return func(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 		client, err := kube.NewClient(s, cfg.Connection)
@@ -117,8 +119,10 @@ func readiness(synced health.Monitor, webhooks []humus.Service) []health.Monitor
 }
 
 // serveWebhooks returns the Services of Memcached's conversion webhook,
-// conversion.Handler of Memcached.Conversion() at conversion.Path, served
-// by appconfig.ServeWebhooks on w, or nil when w.Addr is "": with
+// conversion.Handler of Memcached.Conversion() at conversion.Path, and
+// its admission webhooks, Validating at admission.ValidatePath and
+// Defaulting at admission.DefaultPath (the paths WebhookConfiguration's
+// configurations name), served by appconfig.ServeWebhooks on w, or nil when w.Addr is "": with
 // WEBHOOK_CERT_SECRET, a certificate kept through client in that Secret
 // for the Service Memcached.ConversionWebhook names, its CA injected into
 // Memcached's CRD.
@@ -133,8 +137,18 @@ func serveWebhooks(s *humus.Setup, client *kube.Client, w appconfig.WebhookConfi
 	if err != nil {
 		return nil, err
 	}
+	validate, err := admission.Validate(s, Validating())
+	if err != nil {
+		return nil, err
+	}
+	defaults, err := admission.Default(s, Defaulting())
+	if err != nil {
+		return nil, err
+	}
 	mux := http.NewServeMux()
 	mux.Handle(conversion.Path, h)
+	mux.Handle(admission.ValidatePath, validate)
+	mux.Handle(admission.DefaultPath, defaults)
 	w.Service = Memcached.ConversionWebhook.Name
 	w.CRDs = []string{Memcached.GVR().GroupResource().String()}
 	return appconfig.ServeWebhooks(s, client, w, mux)

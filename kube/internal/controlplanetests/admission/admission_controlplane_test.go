@@ -15,7 +15,6 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
-	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -30,8 +29,11 @@ import (
 
 // TestTheAPIServerAdmitsThroughTheWebhooks registers a validating and a
 // mutating webhook for the ConfigMaps labelled webhook-test, served by
-// the App: a denial reaches the client as a Forbidden error with the
-// function's message, and a default is applied from the JSON patch.
+// the App, their configurations generated from the values the handlers
+// serve (ValidatingWebhookConfiguration, MutatingWebhookConfiguration),
+// which the API server takes: a denial reaches the client as a Forbidden
+// error with the function's message, and a default is applied from the
+// JSON patch.
 func TestTheAPIServerAdmitsThroughTheWebhooks(t *testing.T) {
 	cluster := controlplanetest.Start(t)
 	kc, err := kubernetes.NewForConfig(cluster.RESTConfig())
@@ -50,7 +52,7 @@ func TestTheAPIServerAdmitsThroughTheWebhooks(t *testing.T) {
 	}
 	s := &humus.Setup{Host: host, Telemetry: tel.Telemetry}
 	configmaps := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	validate, err := admission.Validate(s, admission.Validating[corev1.ConfigMap]{
+	validating := admission.Validating[corev1.ConfigMap]{
 		Resource: configmaps,
 		Create: func(ctx context.Context, cm *corev1.ConfigMap) error {
 			if _, ok := cm.Data["password"]; ok {
@@ -58,9 +60,10 @@ func TestTheAPIServerAdmitsThroughTheWebhooks(t *testing.T) {
 			}
 			return nil
 		},
-	})
+	}
+	validate, err := admission.Validate(s, validating)
 	require.NoError(t, err)
-	defaults, err := admission.Default(s, admission.Defaulting[corev1.ConfigMap]{
+	defaulting := admission.Defaulting[corev1.ConfigMap]{
 		Resource: configmaps,
 		Default: func(ctx context.Context, cm *corev1.ConfigMap) error {
 			if cm.Annotations == nil {
@@ -69,7 +72,8 @@ func TestTheAPIServerAdmitsThroughTheWebhooks(t *testing.T) {
 			cm.Annotations["example.com/defaulted"] = "true"
 			return nil
 		},
-	})
+	}
+	defaults, err := admission.Default(s, defaulting)
 	require.NoError(t, err)
 	mux := http.NewServeMux()
 	mux.Handle(admission.ValidatePath, validate)
@@ -90,34 +94,23 @@ func TestTheAPIServerAdmitsThroughTheWebhooks(t *testing.T) {
 
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	fail, none := admissionregistrationv1.Fail, admissionregistrationv1.SideEffectClassNone
-	selector := &metav1.LabelSelector{MatchLabels: map[string]string{"webhook-test": "yes"}}
-	rules := []admissionregistrationv1.RuleWithOperations{{
-		Operations: []admissionregistrationv1.OperationType{admissionregistrationv1.Create},
-		Rule:       admissionregistrationv1.Rule{APIGroups: []string{""}, APIVersions: []string{"v1"}, Resources: []string{"configmaps"}},
-	}}
-	client := func(path string) admissionregistrationv1.WebhookClientConfig {
-		u := base + path
-		return admissionregistrationv1.WebhookClientConfig{URL: &u, CABundle: ca.CABundle()}
+	// The configurations are generated from the values the handlers
+	// serve, with the test server's URL and CA.
+	c := admission.Configuration{
+		Name:           "humus-admission-test",
+		Client:         admission.ClientConfig{URL: base, CABundle: ca.CABundle()},
+		ObjectSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"webhook-test": "yes"}},
 	}
-	vwc, err := kc.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.ValidatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "humus-admission-test"},
-		Webhooks: []admissionregistrationv1.ValidatingWebhook{{
-			Name: "validate.example.com", ClientConfig: client(admission.ValidatePath), Rules: rules, ObjectSelector: selector,
-			FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
-		}},
-	}, metav1.CreateOptions{})
+	vwc, err := admission.ValidatingWebhookConfiguration(c, validating)
+	require.NoError(t, err)
+	vwc, err = kc.AdmissionregistrationV1().ValidatingWebhookConfigurations().Create(ctx, vwc, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = kc.AdmissionregistrationV1().ValidatingWebhookConfigurations().Delete(context.Background(), vwc.Name, metav1.DeleteOptions{})
 	})
-	mwc, err := kc.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, &admissionregistrationv1.MutatingWebhookConfiguration{
-		ObjectMeta: metav1.ObjectMeta{Name: "humus-admission-test"},
-		Webhooks: []admissionregistrationv1.MutatingWebhook{{
-			Name: "default.example.com", ClientConfig: client(admission.DefaultPath), Rules: rules, ObjectSelector: selector,
-			FailurePolicy: &fail, SideEffects: &none, AdmissionReviewVersions: []string{"v1"},
-		}},
-	}, metav1.CreateOptions{})
+	mwc, err := admission.MutatingWebhookConfiguration(c, defaulting)
+	require.NoError(t, err)
+	mwc, err = kc.AdmissionregistrationV1().MutatingWebhookConfigurations().Create(ctx, mwc, metav1.CreateOptions{})
 	require.NoError(t, err)
 	t.Cleanup(func() {
 		_ = kc.AdmissionregistrationV1().MutatingWebhookConfigurations().Delete(context.Background(), mwc.Name, metav1.DeleteOptions{})
@@ -156,7 +149,7 @@ func TestTheAPIServerAdmitsThroughTheWebhooks(t *testing.T) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	require.Error(t, err, "the validating webhook denies it")
-	require.Contains(t, err.Error(), `admission webhook "validate.example.com" denied the request: data.password: a password goes in a Secret, not a ConfigMap`)
+	require.Contains(t, err.Error(), `admission webhook "v1.configmaps.core" denied the request: data.password: a password goes in a Secret, not a ConfigMap`)
 
 	_, err = cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unlabelled"}, Data: map[string]string{"password": "x"}}, metav1.CreateOptions{})
 	require.NoError(t, err, "an object the webhooks' selector doesn't match is not sent to them")
