@@ -137,6 +137,8 @@ type Controller struct {
 	synced  atomic.Bool                 // readiness.go
 	current atomic.Pointer[informerSet] // once synced, for Synced's staleness
 
+	starting atomic.Pointer[informerSet] // once started, for Synced's errors before they sync
+
 	recorder atomic.Pointer[Recorder] // events.go: set by Serve
 
 	mu      sync.Mutex
