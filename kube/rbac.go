@@ -75,14 +75,16 @@ func (r *RBAC) add(name, namespace string, rules ...rbacv1.PolicyRule) {
 // followed by its binding (a ClusterRoleBinding or RoleBinding of the
 // same name) to the ServiceAccount serviceAccount of namespace
 // saNamespace, unless serviceAccount is "", as sigs.k8s.io/yaml writes
-// them (keys sorted), separated by "---" lines, without the
-// creationTimestamp an unset ObjectMeta would write. It returns an error
+// them (keys sorted), with their apiVersion and kind, separated by "---"
+// lines, without the creationTimestamp an unset ObjectMeta would write. It returns an error
 // only if an object doesn't encode.
 func (r RBAC) YAML(saNamespace, serviceAccount string) ([]byte, error) {
 	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: serviceAccount, Namespace: saNamespace}}
 	var objs []any
 	if r.ClusterRole != nil {
-		objs = append(objs, r.ClusterRole)
+		cr := *r.ClusterRole
+		cr.TypeMeta = metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRole"}
+		objs = append(objs, &cr)
 		if serviceAccount != "" {
 			objs = append(objs, &rbacv1.ClusterRoleBinding{
 				TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
@@ -92,9 +94,9 @@ func (r RBAC) YAML(saNamespace, serviceAccount string) ([]byte, error) {
 			})
 		}
 	}
-	for i := range r.Roles {
-		role := &r.Roles[i]
-		objs = append(objs, role)
+	for _, role := range r.Roles {
+		role.TypeMeta = metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "Role"}
+		objs = append(objs, &role)
 		if serviceAccount != "" {
 			objs = append(objs, &rbacv1.RoleBinding{
 				TypeMeta:   metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "RoleBinding"},
