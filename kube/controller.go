@@ -83,6 +83,7 @@ type Controller struct {
 	group    string // the group an owner reference names, for Owns
 	kind     string
 	scope    Scope
+	status   bool // a Resource's: its status is applied (a Kind's isn't)
 	owns     []informerSpec
 	watches  []mappedResource
 
@@ -135,6 +136,8 @@ type Controller struct {
 
 	synced  atomic.Bool                 // readiness.go
 	current atomic.Pointer[informerSet] // once synced, for Synced's staleness
+
+	starting atomic.Pointer[informerSet] // once started, for Synced's errors before they sync
 
 	recorder atomic.Pointer[Recorder] // events.go: set by Serve
 
@@ -314,6 +317,7 @@ func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.Grou
 		group:        group,
 		kind:         kind,
 		scope:        scope,
+		status:       t.status != nil,
 		owns:         p.owns,
 		watches:      p.watches,
 		listerCaches: listerCaches,

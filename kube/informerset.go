@@ -26,8 +26,17 @@ type informerSet struct {
 	queue    *priorityqueue.Queue[string]
 	resource cache.SharedIndexInformer
 	all      []cache.SharedIndexInformer
+	names    []string // each informer's resource, in all's order
 	synced   []cache.DoneChecker
 	health   []*watchhealth.Health // one per informer, in all's order
+
+	// refused holds, for each informer in all's order, the last error of
+	// its list or watch, as client-go's reflector hands it to the
+	// informer's watch error handler, for Synced to name while the
+	// caches haven't synced: an API server's 403 names the verb, the
+	// resource and the namespace the controller may not read.
+	refusedMu sync.Mutex
+	refused   []error
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -50,7 +59,7 @@ func (c *Controller) startInformers(ctx context.Context, unserved chan<- error) 
 			}
 		}
 	})
-	add := func(inf cache.SharedIndexInformer, err error, h *watchhealth.Health, handler cache.ResourceEventHandler) error {
+	add := func(name string, inf cache.SharedIndexInformer, err error, h *watchhealth.Health, handler cache.ResourceEventHandler) error {
 		if err != nil {
 			return err
 		}
@@ -59,6 +68,7 @@ func (c *Controller) startInformers(ctx context.Context, unserved chan<- error) 
 			return err
 		}
 		cs.all = append(cs.all, inf)
+		cs.names = append(cs.names, name)
 		cs.health = append(cs.health, h)
 		cs.synced = append(cs.synced, reg.HasSyncedChecker())
 		return nil
@@ -68,31 +78,62 @@ func (c *Controller) startInformers(ctx context.Context, unserved chan<- error) 
 	if err == nil {
 		c.publishInformer(c.gvr, cs.resource)
 	}
-	errs := []error{add(cs.resource, err, rw, c.objectHandler(cs.queue))}
+	errs := []error{add(c.gvr.String(), cs.resource, err, rw, c.objectHandler(cs.queue))}
 	for _, o := range c.owns {
 		h := watchhealth.New(o.gvr.String(), c.settings.WatchTimeout, nil)
 		inf, err := c.ownsInformer(o, ns, h)
 		if err == nil {
 			c.publishInformer(o.gvr, inf)
 		}
-		errs = append(errs, add(inf, err, h, c.ownerHandler(cs.queue, o.gvr.GroupResource())))
+		errs = append(errs, add(o.gvr.String(), inf, err, h, c.ownerHandler(cs.queue, o.gvr.GroupResource())))
 	}
 	if err := errors.Join(errs...); err == nil {
 		// Watches' informers keep no watch health: nil.
 		watched, handlers, err := c.mappedInformers(cs.resource, cs.queue)
 		errs = append(errs, err)
 		for i, inf := range watched {
-			errs = append(errs, add(inf, nil, nil, handlers[i]))
+			errs = append(errs, add(c.watches[i].gvr.String(), inf, nil, nil, handlers[i]))
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		cs.stop()
 		return nil, err
 	}
+	cs.refused = make([]error, len(cs.all))
+	for i, inf := range cs.all {
+		// The informers haven't started, so this can't fail.
+		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			cs.refusedMu.Lock()
+			cs.refused[i] = err
+			cs.refusedMu.Unlock()
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+		})
+	}
 	for _, inf := range cs.all {
 		cs.wg.Go(func() { inf.RunWithContext(ctx) })
 	}
 	return cs, nil
+}
+
+// unsynced returns an error naming each informer that hasn't synced yet
+// with the last error of its list or watch, such as the API server's 403
+// naming the permission the controller lacks, or nil if none has one.
+func (cs *informerSet) unsynced() error {
+	cs.refusedMu.Lock()
+	defer cs.refusedMu.Unlock()
+	var errs []error
+	for i, err := range cs.refused {
+		if err == nil {
+			continue
+		}
+		select {
+		case <-cs.synced[i].Done():
+			continue
+		default:
+		}
+		errs = append(errs, fmt.Errorf("the cache of %s: %w", cs.names[i], err))
+	}
+	return errors.Join(errs...)
 }
 
 // waitForSync waits until every informer has synced, and returns false if

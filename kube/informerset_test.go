@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	clienttesting "k8s.io/client-go/testing"
@@ -400,5 +402,30 @@ func TestSelectorsReachEveryListAndWatchOfTheResource(t *testing.T) {
 		}
 		require.GreaterOrEqual(t, lists, 2, "the informer's list and the catch-up's")
 		require.GreaterOrEqual(t, watches, 1)
+	})
+}
+
+// TestSyncedNamesTheListTheAPIServerForbids: a controller whose
+// ServiceAccount lacks list on a watched resource never syncs that cache,
+// and Synced, its readiness, names the cache and the API server's 403,
+// which names the verb, the resource and the scope, rather than only
+// "its caches have not synced".
+func TestSyncedNamesTheListTheAPIServerForbids(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		forbidden := apierrors.NewForbidden(configMapGVR.GroupResource(), "",
+			errors.New(`User "system:serviceaccount:ns:sa" cannot list resource "configmaps" in API group "" at the cluster scope`))
+		f.metadata.PrependReactor("list", "configmaps", func(clienttesting.Action) (bool, runtime.Object, error) {
+			return true, nil, forbidden
+		})
+		var n counter
+		c := newWidgetController(t, f, humus.Telemetry{}, testSettings(), noStatus(&n),
+			Watches(configMapGVR, MapFunc(func(*metav1.PartialObjectMetadata) []types.NamespacedName { return nil })))
+		s := serve(t, c)
+		synctest.Wait()
+		err := c.Synced().Healthy(context.Background())
+		require.ErrorContains(t, err, "its caches have not synced: the cache of /v1, Resource=configmaps: ")
+		require.ErrorContains(t, err, `cannot list resource "configmaps" in API group "" at the cluster scope`)
+		require.NoError(t, s.stop(t))
 	})
 }

@@ -18,9 +18,17 @@ type syncedMonitor struct{ c *Controller }
 
 // Healthy returns nil once the caches have synced, until Serve returns,
 // unless one is stale, and otherwise an error naming the controller, and
-// each stale cache.
+// each stale cache; before the caches have synced, each cache not synced
+// whose list or watch failed, with its last error (a 403 names the
+// permission the controller lacks: the verb, the resource and the
+// namespace).
 func (m syncedMonitor) Healthy(context.Context) error {
 	if !m.c.synced.Load() {
+		if cs := m.c.starting.Load(); cs != nil {
+			if err := cs.unsynced(); err != nil {
+				return fmt.Errorf("kube: controller %s: its caches have not synced: %w", m.c.settings.Name, err)
+			}
+		}
 		return fmt.Errorf("kube: controller %s: its caches have not synced", m.c.settings.Name)
 	}
 	if cs := m.c.current.Load(); cs != nil {

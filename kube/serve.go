@@ -91,6 +91,7 @@ func (c *Controller) Serve(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	c.starting.Store(informers)
 	// Whichever way Serve returns, the caches stop last (teardown).
 	td := &teardown{}
 	defer c.stopInformers(ctx, td, informers)

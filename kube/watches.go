@@ -36,7 +36,8 @@ import (
 // may be neither the controller's own resource nor one that another Owns or
 // Watches names: a controller has one informer of each resource. m is a
 // MapFunc or References; References' T is the controller's object type.
-// The RBAC the informer needs is get, list and watch on gvr. NewController
+// The RBAC the informer needs is list and watch on gvr (Controller.RBAC
+// holds them): it reads no object by name. NewController
 // and NewKindController return one error naming each mistake.
 func Watches(gvr schema.GroupVersionResource, m Map, opts ...WatchOption) Part {
 	return watchesPart{informerSpec: newInformerSpec(gvr, opts), m: m}

@@ -118,7 +118,7 @@ func isLoopback(host string) bool {
 //     and authorizes for get on the non-resource URL /metrics, through c
 //     (delegatedauth.Handler): no token is 401, a token without that
 //     permission 403. c's credentials must allow creating tokenreviews and
-//     subjectaccessreviews (see the deploy files' rbac.yaml). The
+//     subjectaccessreviews (see the deploy files' metrics-rbac.yaml). The
 //     certificate is m.CertDir's, read through s.Host.FS at start and
 //     again as it rotates (httpserver.CertDir); when m.CertDir is "", it is
 //     one for localhost signed by a CA made at start

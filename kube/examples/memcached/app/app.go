@@ -6,6 +6,7 @@ import (
 	"net/http"
 
 	appsv1 "k8s.io/api/apps/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus"
@@ -61,24 +62,7 @@ func New(cfg Config) humus.Init {
 		if err != nil {
 			return nil, err
 		}
-		kc, err := kubernetes.NewForConfig(client.Config())
-		if err != nil {
-			return nil, err
-		}
-		fin, err := NewFinalizer(s.Telemetry.LoggerProvider, s.Telemetry.MeterProvider)
-		if err != nil {
-			return nil, err
-		}
-		ctrl, err := kube.NewController(s, client, cfg.Settings, Memcached, Reconciler{Kube: kc},
-			kube.Owns(appsv1.SchemeGroupVersion.WithResource("deployments")),
-			// A Memcached's ConfigMap isn't its own: a change to it maps to
-			// the Memcacheds that name it. The cache holds the ConfigMaps
-			// whole, for the Reconciler to read their data from.
-			kube.Watches(ConfigMaps(),
-				kube.References(func(m Object) []string { return []string{m.Spec.ConfigMapName} }),
-				kube.CacheObjects()),
-			kube.Finalize(FinalizerName, fin.Finalize),
-		)
+		ctrl, err := NewController(s, client, cfg.Settings)
 		if err != nil {
 			return nil, err
 		}
@@ -100,6 +84,51 @@ func New(cfg Config) humus.Init {
 		}
 		return append(services, webhooks...), nil
 	}
+}
+
+// NewController returns the Controller of Memcached on client with
+// settings, as New's Init builds it: its Reconciler applies each
+// Memcached's Deployment with a clientset on client's Config; it owns
+// deployments, watches the ConfigMaps Memcacheds name, caching them whole,
+// and finalizes with FinalizerName. It opens no connection, so RBAC's
+// golden test builds it too. It returns the errors of
+// kubernetes.NewForConfig, NewFinalizer and kube.NewController.
+func NewController(s *humus.Setup, client *kube.Client, settings kube.Settings) (*kube.Controller, error) {
+	kc, err := kubernetes.NewForConfig(client.Config())
+	if err != nil {
+		return nil, err
+	}
+	fin, err := NewFinalizer(s.Telemetry.LoggerProvider, s.Telemetry.MeterProvider)
+	if err != nil {
+		return nil, err
+	}
+	return kube.NewController(s, client, settings, Memcached, Reconciler{Kube: kc},
+		kube.Owns(appsv1.SchemeGroupVersion.WithResource("deployments")),
+		// A Memcached's ConfigMap isn't its own: a change to it maps to
+		// the Memcacheds that name it. The cache holds the ConfigMaps
+		// whole, for the Reconciler to read their data from.
+		kube.Watches(ConfigMaps(),
+			kube.References(func(m Object) []string { return []string{m.Spec.ConfigMapName} }),
+			kube.CacheObjects()),
+		kube.Finalize(FinalizerName, fin.Finalize),
+	)
+}
+
+// RBAC is the RBAC the Memcached App's Controller runs with, ctrl's (see
+// kube.Controller.RBAC) and its Reconciler's own: create and patch on
+// Deployments, which it applies (server-side apply is a PATCH, and the
+// API server checks create too when an apply creates the object). Its
+// ClusterRole and Roles, bound to the ServiceAccount memcached-controller,
+// are ../deploy/rbac.yaml, which TestMemcachedRBAC keeps true to it. The
+// metrics' rules are ../deploy/metrics-rbac.yaml's.
+func RBAC(ctrl *kube.Controller) kube.RBAC {
+	r := ctrl.RBAC()
+	r.Add("", rbacv1.PolicyRule{
+		APIGroups: []string{appsv1.GroupName},
+		Resources: []string{"deployments"},
+		Verbs:     []string{"create", "patch"},
+	})
+	return r
 }
 
 // readiness is what the App's readiness probe waits for: synced, the

@@ -5,7 +5,9 @@ package app_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
+	"net/http"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -168,6 +170,10 @@ func TestMemcachedApp(t *testing.T) {
 		testLifecycle(t, e, ns, tel)
 		require.Equal(t, 0, a.Terminate(t))
 		e.RequireNoHolder(t, "memcached-system", app.FieldManager)
+	})
+
+	t.Run("OneRuleLessIsNamed", func(t *testing.T) {
+		testOneRuleLess(t, e)
 	})
 
 	t.Run("TheFinalizersRuleIsWhatLetsTheDeploymentBlockItsOwnersDeletion", func(t *testing.T) {
@@ -696,4 +702,77 @@ func abs(t *testing.T, path string) string {
 	p, err := filepath.Abs(path)
 	require.NoError(t, err)
 	return p
+}
+
+// testOneRuleLess runs the App as a ServiceAccount bound to the deploy
+// RBAC less one rule, the Controller's own list and watch on ConfigMaps
+// (its Watches): the cache of ConfigMaps never syncs, and the App's
+// readiness probe says why, in the API server's words, naming the verb,
+// the resource and the scope.
+func testOneRuleLess(t *testing.T, e apptest.Env) {
+	for _, f := range []string{"namespace.yaml", "rbac.yaml"} {
+		e.Apply(t, "../deploy/"+f)
+	}
+	ctx := t.Context()
+	const sa = "memcached-one-rule-less"
+	_, err := e.Kube.CoreV1().ServiceAccounts("memcached-system").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	subjects := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: sa, Namespace: "memcached-system"}}
+	cr, err := e.Kube.RbacV1().ClusterRoles().Get(ctx, app.FieldManager, metav1.GetOptions{})
+	require.NoError(t, err)
+	rules := slices.DeleteFunc(slices.Clone(cr.Rules), func(r rbacv1.PolicyRule) bool { return slices.Contains(r.Resources, "configmaps") })
+	require.Len(t, rules, len(cr.Rules)-1, "the deploy ClusterRole's configmaps rule")
+	_, err = e.Kube.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: sa}, Rules: rules}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = e.Kube.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: sa},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: sa},
+		Subjects:   subjects,
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	_, err = e.Kube.RbacV1().RoleBindings("memcached-system").Create(ctx, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: sa},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: app.FieldManager + "-leader-election"},
+		Subjects:   subjects,
+	}, metav1.CreateOptions{})
+	require.NoError(t, err)
+
+	probes := controlplanetest.FreeAddr(t)
+	host := e.Pod(t, "memcached-system", sa, sa+"-0", map[string]string{appconfig.EnvProbesAddr: probes})
+	token, err := fs.ReadFile(host.FS, appconfig.ServiceAccountDir+"token")
+	require.NoError(t, err)
+	controlplanetest.WaitAllowed(t, e.WithToken(t, string(token)),
+		func(ctx context.Context, kc kubernetes.Interface) error {
+			_, err := kc.AppsV1().Deployments("").List(ctx, metav1.ListOptions{Limit: 1})
+			return err
+		})
+
+	a := apptest.Start(t, app.Init, host)
+	// The reflector lists, or watches for a watch-list: the API server
+	// names the verb it refused, list or watch.
+	wants := []string{
+		"its caches have not synced: the cache of /v1, Resource=configmaps: ",
+		`configmaps is forbidden: User "system:serviceaccount:memcached-system:memcached-one-rule-less" cannot `,
+		` resource "configmaps" in API group "" at the cluster scope`,
+	}
+	var body string
+	controlplanetest.Eventually(t, 30*time.Second, "/readyz to name the forbidden list", func(ctx context.Context) (bool, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+probes+"/readyz", nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return false, nil
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			return false, nil
+		}
+		body = string(b)
+		return resp.StatusCode == http.StatusServiceUnavailable && !slices.ContainsFunc(wants, func(w string) bool { return !strings.Contains(body, w) }), nil
+	})
+	t.Logf("/readyz: %s", body)
+	require.Equal(t, 0, a.Terminate(t))
 }

@@ -41,7 +41,7 @@ import (
 // SubjectAccessReview, which the deploy files' metrics-auth ClusterRole
 // lets it create.
 func testMetricsAuth(t *testing.T, e apptest.Env) {
-	for _, f := range []string{"namespace.yaml", "serviceaccount.yaml", "rbac.yaml"} {
+	for _, f := range []string{"namespace.yaml", "serviceaccount.yaml", "rbac.yaml", "metrics-rbac.yaml"} {
 		e.Apply(t, "../deploy/"+f)
 	}
 	ctx := t.Context()

@@ -1,0 +1,52 @@
+package app_test
+
+import (
+	"crypto/tls"
+	"os"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/examples/memcached/app"
+)
+
+// rbacHeader opens ../deploy/rbac.yaml: the file is generated.
+const rbacHeader = `# The RBAC the Memcached controller runs with, and nothing more: app.RBAC,
+# the Controller's own rules (kube.Controller.RBAC) and its Reconciler's,
+# bound to the ServiceAccount memcached-controller. Generated: in
+# kube/examples/memcached, go test ./app -run TestMemcachedRBAC -update
+# rewrites it.
+# The whole-App test TestMemcachedApp/RunsInAPodWithExactlyTheDeployRBAC
+# applies it and runs the App with a token of the ServiceAccount, and
+# TestMemcachedApp/OneRuleLessIsNamed runs it without one rule.
+`
+
+// TestMemcachedRBAC keeps ../deploy/rbac.yaml true to app.RBAC of the
+// Controller the App builds with the deploy files' Settings (Name
+// FieldManager, the Lease in memcached-system): a part or a rule added in
+// Go that isn't in the YAML fails here. -update rewrites the file.
+func TestMemcachedRBAC(t *testing.T) {
+	s := &humus.Setup{Host: humus.OSHost(), Telemetry: humustest.NewTelemetry(t).Telemetry}
+	// NewClient and NewController open no connection.
+	client, err := kube.NewClient(s, kube.Connection{Server: "127.0.0.1:6443", TLS: &tls.Config{}})
+	require.NoError(t, err)
+	settings := kube.DefaultSettings()
+	settings.Name = app.FieldManager
+	settings.LeaderElection.Namespace = "memcached-system"
+	settings.LeaderElection.Identity = "memcached-controller-0"
+	ctrl, err := app.NewController(s, client, settings)
+	require.NoError(t, err)
+	yaml, err := app.RBAC(ctrl).YAML("memcached-system", "memcached-controller")
+	require.NoError(t, err)
+	got := rbacHeader + string(yaml)
+	const golden = "../deploy/rbac.yaml"
+	if *update {
+		require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	require.Equal(t, string(want), got)
+}
