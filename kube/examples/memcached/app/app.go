@@ -13,6 +13,7 @@ import (
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/conversion"
 	"github.com/z5labs/humus/kube/examples/appconfig"
+	"github.com/z5labs/humus/kube/webhookserve"
 )
 
 // Config is everything the Memcached App runs with: its Connection, its
@@ -52,7 +53,7 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 // authorizes; and, when cfg.Webhooks.Addr is set,
 // the webhooks Service serving Memcached's conversion webhook (see
 // serveWebhooks). It returns the errors NewClient, NewController,
-// ServeMetrics, conversion.Handler and ServeWebhooks return.
+// ServeMetrics, conversion.Handler and webhookserve.Serve return.
 func New(cfg Config) humus.Init {
 	return func(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 		client, err := kube.NewClient(s, cfg.Connection)
@@ -118,7 +119,7 @@ func readiness(synced health.Monitor, webhooks []humus.Service) []health.Monitor
 
 // serveWebhooks returns the Services of Memcached's conversion webhook,
 // conversion.Handler of Memcached.Conversion() at conversion.Path, served
-// by appconfig.ServeWebhooks on w, or nil when w.Addr is "": with
+// by webhookserve.Serve on w, or nil when w.Addr is "": with
 // WEBHOOK_CERT_SECRET, a certificate kept through client in that Secret
 // for the Service Memcached.ConversionWebhook names, its CA injected into
 // Memcached's CRD.
@@ -137,7 +138,7 @@ func serveWebhooks(s *humus.Setup, client *kube.Client, w appconfig.WebhookConfi
 	mux.Handle(conversion.Path, h)
 	w.Service = Memcached.ConversionWebhook.Name
 	w.CRDs = []string{Memcached.GVR().GroupResource().String()}
-	return appconfig.ServeWebhooks(s, client, w, mux)
+	return webhookserve.Serve(s, client, w, mux)
 }
 
 // BuildTelemetry is the App's telemetry, for humus.WithTelemetry, as
