@@ -5,7 +5,6 @@ package app_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,12 +21,9 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/controlplane/apptest"
 	"github.com/z5labs/humus/controlplane/controlplanetest"
-	"github.com/z5labs/humus/httpserver"
-	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/conversion"
-	"github.com/z5labs/humus/kube/examples/appconfig"
-	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
@@ -39,36 +35,22 @@ import (
 func TestMemcachedVersions(t *testing.T) {
 	e := apptest.NewEnv(t, controlplanetest.Start(t))
 
-	// The App's serving certificate, in files, as a mounted Secret holds
-	// it, and its CA in the CRD.
-	ca, err := httpserver.NewAuthority(0, "127.0.0.1")
-	require.NoError(t, err)
-	dir := t.TempDir()
-	certPEM, keyPEM := ca.ServingPEM()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, appconfig.CertFile), certPEM, 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, appconfig.KeyFile), keyPEM, 0o600))
-	webhook := controlplanetest.FreeAddr(t)
-
-	r := app.Memcached
-	r.ConversionWebhook = kube.WebhookClient{URL: "https://" + webhook + conversion.Path, CABundle: ca.CABundle()}
-	crd, err := r.CRDYAML()
+	// The App serves its conversion webhook with a test CA's certificate,
+	// in files as a mounted Secret holds them, and the installed CRD's
+	// clientConfig names it by URL, with that CA.
+	webhooks := apptest.NewWebhooks(t)
+	crd, err := app.Memcached.CRDYAML()
 	require.NoError(t, err)
 	crdPath := filepath.Join(t.TempDir(), "crd.yaml")
 	require.NoError(t, os.WriteFile(crdPath, crd, 0o600))
-	e.InstallCRD(t, crdPath, crdName)
+	e.InstallCRD(t, webhooks.RedirectFile(t, crdPath), crdName)
 
 	ns := e.Namespace(t, "versions")
 	cfg := config(t, e, ns, "replica-0")
-	cfg.Webhooks = appconfig.WebhookConfig{Addr: webhook, CertDir: strings.TrimPrefix(dir, "/")}
+	cfg.Webhooks = webhooks.Config()
 	tel := apptest.NewTelemetry(t)
 	a := apptest.Start(t, app.New(cfg), humus.OSHost(), humus.WithTelemetry(tel.Build))
-	controlplanetest.Eventually(t, 30*time.Second, "the webhook to listen", func(ctx context.Context) (bool, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", webhook)
-		if err != nil {
-			return false, nil
-		}
-		return true, c.Close()
-	})
+	webhooks.WaitServing(t)
 
 	at := func(version string) dynamic.ResourceInterface {
 		return e.Dynamic.Resource(schema.GroupVersionResource{Group: app.Memcached.Group, Version: version, Resource: app.Memcached.Plural}).Namespace(ns)
