@@ -5,8 +5,9 @@
 # dependencies first:
 #
 #   vX.Y.Z                (github.com/z5labs/humus)
-#   controlplane/vX.Y.Z   (github.com/z5labs/humus/controlplane)
 #   kube/vX.Y.Z           (github.com/z5labs/humus/kube)
+#   controlplane/vX.Y.Z   (github.com/z5labs/humus/controlplane, whose
+#                          apptest requires kube)
 #   kube/examples/vX.Y.Z  (github.com/z5labs/humus/kube/examples)
 #
 # Usage: scripts/release.sh vX.Y.Z, on a clean checkout of main. It checks

@@ -25,6 +25,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/restmapper"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/z5labs/humus/controlplane"
 )
@@ -162,6 +163,92 @@ func (e Env) InstallCRD(t testing.TB, path, name string) {
 	if err := e.Cluster.RestartControllerManager(context.Background()); err != nil {
 		t.Fatalf("controlplanetest: %v", err)
 	}
+}
+
+// UpgradeCRD replaces the spec of the installed CRD name with the spec of
+// the CRD in the YAML file path (its only document), as kubectl replace
+// does when an App's new release adds a version or switches the storage
+// version, and waits until the API server has it: the CRD Established,
+// and each of its new spec's served versions in discovery. The status's
+// storedVersions names the new storage version from the update on. The
+// API server's handler of the CRD switches to a new storage version a
+// moment after the update, which no API shows: an object written before
+// that may still be stored at the old one (storage migration rewrites
+// it). It fails the test if the file holds no CRD named name, the CRD
+// isn't installed, or the API server refuses the new spec (such as one
+// that drops a version still in storedVersions).
+func (e Env) UpgradeCRD(t testing.TB, path, name string) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("controlplanetest: %v", err)
+	}
+	var next unstructured.Unstructured
+	if err := yaml.Unmarshal(b, &next.Object); err != nil {
+		t.Fatalf("controlplanetest: reading the CRD in %s: %v", path, err)
+	}
+	if next.GetKind() != "CustomResourceDefinition" || next.GetName() != name {
+		t.Fatalf("controlplanetest: %s holds %s %s, not the CustomResourceDefinition %s", path, next.GetKind(), next.GetName(), name)
+	}
+	spec, ok := next.Object["spec"].(map[string]any)
+	if !ok {
+		t.Fatalf("controlplanetest: the CRD in %s has no spec", path)
+	}
+	crds := e.Dynamic.Resource(CRDGVR)
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		crd, err := crds.Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		crd.Object["spec"] = spec
+		_, err = crds.Update(context.Background(), crd, metav1.UpdateOptions{FieldValidation: "Strict"})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("controlplanetest: upgrading the CRD %s to %s: %v", name, path, err)
+	}
+	group, _, _ := unstructured.NestedString(spec, "group")
+	plural, _, _ := unstructured.NestedString(spec, "names", "plural")
+	versions, _, _ := unstructured.NestedSlice(spec, "versions")
+	Eventually(t, 30*time.Second, "the CRD "+name+" to be upgraded", func(ctx context.Context) (bool, error) {
+		crd, err := crds.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err
+		}
+		conds, _, _ := unstructured.NestedSlice(crd.Object, "status", "conditions")
+		established := false
+		for _, c := range conds {
+			if c, ok := c.(map[string]any); ok && c["type"] == "Established" {
+				established = c["status"] == "True"
+			}
+		}
+		if !established {
+			return false, nil
+		}
+		for _, v := range versions {
+			v, _ := v.(map[string]any)
+			if served, _ := v["served"].(bool); !served {
+				continue
+			}
+			version, _ := v["name"].(string)
+			list, err := e.Kube.Discovery().ServerResourcesForGroupVersion(group + "/" + version)
+			if apierrors.IsNotFound(err) {
+				return false, nil
+			}
+			if err != nil {
+				return false, err
+			}
+			found := false
+			for _, r := range list.APIResources {
+				found = found || r.Name == plural
+			}
+			if !found {
+				return false, nil
+			}
+		}
+		return true, nil
+	})
+	e.mapper.Reset()
 }
 
 // CAPEM returns the PEM of the cluster's CA, skipping the test when the

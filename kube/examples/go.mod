@@ -24,7 +24,7 @@ require (
 	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.59.0 // indirect
 	k8s.io/api v0.37.2
-	k8s.io/apiextensions-apiserver v0.37.2 // indirect
+	k8s.io/apiextensions-apiserver v0.37.2
 	k8s.io/apimachinery v0.37.2
 	k8s.io/client-go v0.37.2
 	k8s.io/klog/v2 v2.140.0

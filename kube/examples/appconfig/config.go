@@ -27,7 +27,7 @@ type Config struct {
 	// Its zero value serves none.
 	Metrics MetricsConfig
 
-	// Webhooks is where the webhooks are served: see ServeWebhooks. Its
+	// Webhooks is where the webhooks are served: see webhookserve.Serve. Its
 	// zero value serves none.
 	Webhooks WebhookConfig
 }

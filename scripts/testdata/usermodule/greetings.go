@@ -9,6 +9,8 @@ package greetings
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -17,7 +19,8 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/health"
 	"github.com/z5labs/humus/kube"
-	"github.com/z5labs/humus/kube/examples/appconfig"
+	"github.com/z5labs/humus/kube/admission"
+	"github.com/z5labs/humus/kube/webhookserve"
 )
 
 // Spec names the ConfigMap whose data's greeting key is the greeting.
@@ -66,8 +69,30 @@ func Reconcile(ctx context.Context, g Object) (kube.Result[Status], error) {
 	return kube.Result[Status]{Status: &Status{Greeting: cm.Data["greeting"]}}, nil
 }
 
-// New is the App's Init with cfg.
-func New(cfg appconfig.Config) humus.Init {
+// Config is what the App runs with, filled by its main or its test: the
+// kube library reads no environment variable.
+type Config struct {
+	Connection kube.Connection
+	Settings   kube.Settings
+	// ProbesAddr is where /readyz and /livez are served.
+	ProbesAddr string
+	// Webhooks is where the validating webhook is served; its zero value
+	// serves none.
+	Webhooks webhookserve.Config
+}
+
+// Validate refuses a Greeting that names no ConfigMap.
+func Validate(_ context.Context, g *Object) error {
+	if g.Spec.ConfigMap == "" {
+		return fmt.Errorf("spec.configMap is empty: name the ConfigMap whose greeting key is the greeting")
+	}
+	return nil
+}
+
+// New is the App's Init with cfg: the Controller, its probes, and, when
+// cfg.Webhooks.Addr is set, the validating webhook at
+// admission.ValidatePath.
+func New(cfg Config) humus.Init {
 	return func(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 		client, err := kube.NewClient(s, cfg.Connection)
 		if err != nil {
@@ -83,6 +108,17 @@ func New(cfg appconfig.Config) humus.Init {
 		if cfg.ProbesAddr == "" {
 			return nil, errors.New("the probes' address is empty")
 		}
-		return []humus.Service{ctrl, health.NewProbes(s, cfg.ProbesAddr, health.Readiness(ctrl.Synced()))}, nil
+		validate, err := admission.Validate(s, admission.Validating[Object]{Resource: Greetings.GVR(), Create: Validate,
+			Update: func(ctx context.Context, g, _ *Object) error { return Validate(ctx, g) }})
+		if err != nil {
+			return nil, err
+		}
+		mux := http.NewServeMux()
+		mux.Handle(admission.ValidatePath, validate)
+		webhooks, err := webhookserve.Serve(s, client, cfg.Webhooks, mux)
+		if err != nil {
+			return nil, err
+		}
+		return append([]humus.Service{ctrl, health.NewProbes(s, cfg.ProbesAddr, health.Readiness(ctrl.Synced()))}, webhooks...), nil
 	}
 }

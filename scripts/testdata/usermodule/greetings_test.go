@@ -33,3 +33,10 @@ func TestReconcileReportsTheGreetingOfItsConfigMap(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, res.Status)
 }
+
+func TestValidateRefusesAGreetingWithoutAConfigMap(t *testing.T) {
+	var g greetings.Object
+	require.EqualError(t, greetings.Validate(t.Context(), &g), "spec.configMap is empty: name the ConfigMap whose greeting key is the greeting")
+	g.Spec.ConfigMap = "words"
+	require.NoError(t, greetings.Validate(t.Context(), &g))
+}

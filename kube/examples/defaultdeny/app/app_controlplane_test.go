@@ -16,9 +16,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/controlplane/apptest"
 	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/kube/examples/appconfig"
-	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/defaultdeny/app"
 )
 
@@ -32,7 +32,7 @@ func TestDefaultDenyApp(t *testing.T) {
 	t.Run("AppliesThePolicyToNewAndExistingNamespacesAndPutsItBack", func(t *testing.T) {
 		existing := e.Namespace(t, "existing")
 		leaseNS := e.Namespace(t, "default-deny-lease")
-		a := apptest.Start(t, app.New(e.Config(t, app.FieldManager, "", leaseNS, "replica-0")), humus.OSHost())
+		a := apptest.Start(t, app.New(appconfig.Config{Connection: e.Connection(), Settings: e.Settings(app.FieldManager, "", leaseNS, "replica-0"), ProbesAddr: controlplanetest.FreeAddr(t)}), humus.OSHost())
 
 		t.Run("AnExistingNamespaceGetsThePolicy", func(t *testing.T) {
 			requirePolicy(t, e, existing)
@@ -75,9 +75,9 @@ func TestDefaultDenyApp(t *testing.T) {
 			e.Apply(t, "../deploy/"+f)
 		}
 		probes := controlplanetest.FreeAddr(t)
-		host := e.Pod(t, "default-deny-system", "default-deny", "default-deny-0", map[string]string{
+		host := e.Pod(t, "default-deny-system", "default-deny", "default-deny-0", apptest.PodEnv(map[string]string{
 			appconfig.EnvProbesAddr: probes,
-		})
+		}))
 		token, err := fs.ReadFile(host.FS, appconfig.ServiceAccountDir+"token")
 		require.NoError(t, err)
 		controlplanetest.WaitAllowed(t, e.WithToken(t, string(token)),

@@ -14,10 +14,10 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/z5labs/humus/controlplane/apptest"
 	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/admission"
-	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
@@ -32,10 +32,10 @@ import (
 func TestMemcachedAdmission(t *testing.T) {
 	e := apptest.NewEnv(t, controlplanetest.Start(t))
 	ns := e.Namespace(t, "admission")
-	webhook, ca, tel, _ := startServingWebhooks(t, e, ns)
+	webhooks, tel, _ := startServingWebhooks(t, e, ns)
 
 	c := app.WebhookConfiguration()
-	c.Client = admission.ClientConfig{URL: "https://" + webhook, CABundle: ca.CABundle()}
+	c.Client = admission.ClientConfig{URL: "https://" + webhooks.Addr, CABundle: webhooks.CABundle()}
 	vwc, err := admission.ValidatingWebhookConfiguration(c, app.Validating())
 	require.NoError(t, err)
 	mwc, err := admission.MutatingWebhookConfiguration(c, app.Defaulting())

@@ -15,6 +15,7 @@ import (
 	"github.com/z5labs/humus/kube/admission"
 	"github.com/z5labs/humus/kube/conversion"
 	"github.com/z5labs/humus/kube/examples/appconfig"
+	"github.com/z5labs/humus/kube/webhookserve"
 )
 
 // Config is everything the Memcached App runs with: its Connection, its
@@ -55,7 +56,7 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 // the webhooks Service serving Memcached's conversion and admission
 // webhooks (see serveWebhooks). It returns the errors NewClient,
 // NewController, ServeMetrics, conversion.Handler, admission.Validate and
-// Default, and ServeWebhooks return.
+// Default, and webhookserve.Serve return.
 func New(cfg Config) humus.Init {
 	return func(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 		client, err := kube.NewClient(s, cfg.Connection)
@@ -151,7 +152,7 @@ func readiness(synced health.Monitor, webhooks []humus.Service) []health.Monitor
 // conversion.Handler of Memcached.Conversion() at conversion.Path, and
 // its admission webhooks, Validating at admission.ValidatePath and
 // Defaulting at admission.DefaultPath (the paths WebhookConfiguration's
-// configurations name), served by appconfig.ServeWebhooks on w, or nil when w.Addr is "": with
+// configurations name), served by webhookserve.Serve on w, or nil when w.Addr is "": with
 // WEBHOOK_CERT_SECRET, a certificate kept through client in that Secret
 // for the Service Memcached.ConversionWebhook names, its CA injected into
 // Memcached's CRD.
@@ -180,7 +181,7 @@ func serveWebhooks(s *humus.Setup, client *kube.Client, w appconfig.WebhookConfi
 	mux.Handle(admission.DefaultPath, defaults)
 	w.Service = Memcached.ConversionWebhook.Name
 	w.CRDs = []string{Memcached.GVR().GroupResource().String()}
-	return appconfig.ServeWebhooks(s, client, w, mux)
+	return webhookserve.Serve(s, client, w, mux)
 }
 
 // BuildTelemetry is the App's telemetry, for humus.WithTelemetry, as

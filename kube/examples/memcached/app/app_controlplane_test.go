@@ -34,11 +34,11 @@ import (
 	appsv1client "k8s.io/client-go/kubernetes/typed/apps/v1"
 
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/controlplane/apptest"
 	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/examples/appconfig"
-	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
@@ -139,9 +139,9 @@ func TestMemcachedApp(t *testing.T) {
 		}
 		ns := e.Namespace(t, "rbac")
 		probes := controlplanetest.FreeAddr(t)
-		host := e.Pod(t, "memcached-system", "memcached-controller", "memcached-controller-0", map[string]string{
+		host := e.Pod(t, "memcached-system", "memcached-controller", "memcached-controller-0", apptest.PodEnv(map[string]string{
 			appconfig.EnvProbesAddr: probes,
-		})
+		}))
 
 		// The token is the ServiceAccount's, which the deploy RBAC binds
 		// and nothing else does.
@@ -379,7 +379,7 @@ func testFinalizersRule(t *testing.T, e apptest.Env) {
 // config is the Config of a Memcached App that reconciles ns and holds its
 // Lease there, as identity.
 func config(t *testing.T, e apptest.Env, ns, identity string) app.Config {
-	return e.Config(t, app.FieldManager, ns, ns, identity)
+	return app.Config{Connection: e.Connection(), Settings: e.Settings(app.FieldManager, ns, ns, identity), ProbesAddr: controlplanetest.FreeAddr(t)}
 }
 
 // testLifecycle creates a Memcached in ns, and follows it through the
@@ -738,7 +738,7 @@ func testOneRuleLess(t *testing.T, e apptest.Env) {
 	require.NoError(t, err)
 
 	probes := controlplanetest.FreeAddr(t)
-	host := e.Pod(t, "memcached-system", sa, sa+"-0", map[string]string{appconfig.EnvProbesAddr: probes})
+	host := e.Pod(t, "memcached-system", sa, sa+"-0", apptest.PodEnv(map[string]string{appconfig.EnvProbesAddr: probes}))
 	token, err := fs.ReadFile(host.FS, appconfig.ServiceAccountDir+"token")
 	require.NoError(t, err)
 	controlplanetest.WaitAllowed(t, e.WithToken(t, string(token)),

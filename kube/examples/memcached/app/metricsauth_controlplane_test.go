@@ -24,9 +24,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/controlplane/apptest"
 	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/kube/examples/appconfig"
-	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
@@ -66,13 +66,13 @@ func testMetricsAuth(t *testing.T, e apptest.Env) {
 	require.NoError(t, err)
 
 	probes, metrics := controlplanetest.FreeAddr(t), controlplanetest.FreeAddr(t)
-	host := e.Pod(t, "memcached-system", "memcached-controller", "memcached-controller-0", map[string]string{
+	host := e.Pod(t, "memcached-system", "memcached-controller", "memcached-controller-0", apptest.PodEnv(map[string]string{
 		appconfig.EnvProbesAddr:  probes,
 		appconfig.EnvMetricsAddr: metrics,
 		appconfig.EnvWatchNS:     ns,
 		appconfig.EnvLogFormat:   "console",
 		appconfig.EnvServiceName: "memcached-controller",
-	})
+	}))
 	// The API server's authorizer sees RBAC objects through a cache of its
 	// own: wait until the bindings have taken effect, as the API server
 	// itself answers the reviews the App will send.

@@ -5,7 +5,6 @@ package app_test
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -22,13 +21,10 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/controlplane/apptest"
 	"github.com/z5labs/humus/controlplane/controlplanetest"
-	"github.com/z5labs/humus/httpserver"
 	"github.com/z5labs/humus/humustest"
-	"github.com/z5labs/humus/kube"
 	"github.com/z5labs/humus/kube/conversion"
-	"github.com/z5labs/humus/kube/examples/appconfig"
-	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
@@ -40,7 +36,7 @@ import (
 func TestMemcachedVersions(t *testing.T) {
 	e := apptest.NewEnv(t, controlplanetest.Start(t))
 	ns := e.Namespace(t, "versions")
-	_, _, tel, a := startServingWebhooks(t, e, ns)
+	_, tel, a := startServingWebhooks(t, e, ns)
 
 	at := func(version string) dynamic.ResourceInterface {
 		return e.Dynamic.Resource(schema.GroupVersionResource{Group: app.Memcached.Group, Version: version, Resource: app.Memcached.Plural}).Namespace(ns)
@@ -199,42 +195,25 @@ func TestMemcachedVersions(t *testing.T) {
 }
 
 // startServingWebhooks installs the Memcached CRD with its conversion
-// webhook's clientConfig a URL (as for a local run) and the CA of the
-// App's serving certificate, and starts the App in ns with its webhooks
-// served over TLS from the App itself, on that URL's address, with that
-// certificate in files as a mounted Secret holds it. It returns the
-// webhooks' address, the CA, the App's telemetry and the App, once the
-// webhooks listen.
-func startServingWebhooks(t *testing.T, e apptest.Env, ns string) (string, *httpserver.Authority, *humustest.Telemetry, *apptest.App) {
+// webhook's clientConfig pointed at the test's Webhooks (apptest's test
+// CA), and starts the App as replica-0 in ns, serving its webhooks there.
+// It returns the Webhooks, the App's telemetry and the App, once its
+// webhooks serve.
+func startServingWebhooks(t *testing.T, e apptest.Env, ns string) (*apptest.Webhooks, *humustest.Telemetry, *apptest.App) {
 	t.Helper()
-	ca, err := httpserver.NewAuthority(0, "127.0.0.1")
-	require.NoError(t, err)
-	dir := t.TempDir()
-	certPEM, keyPEM := ca.ServingPEM()
-	require.NoError(t, os.WriteFile(filepath.Join(dir, appconfig.CertFile), certPEM, 0o600))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, appconfig.KeyFile), keyPEM, 0o600))
-	webhook := controlplanetest.FreeAddr(t)
-
-	r := app.Memcached
-	r.ConversionWebhook = kube.WebhookClient{URL: "https://" + webhook + conversion.Path, CABundle: ca.CABundle()}
-	crd, err := r.CRDYAML()
+	webhooks := apptest.NewWebhooks(t)
+	crd, err := app.Memcached.CRDYAML()
 	require.NoError(t, err)
 	crdPath := filepath.Join(t.TempDir(), "crd.yaml")
 	require.NoError(t, os.WriteFile(crdPath, crd, 0o600))
-	e.InstallCRD(t, crdPath, crdName)
+	e.InstallCRD(t, webhooks.RedirectFile(t, crdPath), crdName)
 
 	cfg := config(t, e, ns, "replica-0")
-	cfg.Webhooks = appconfig.WebhookConfig{Addr: webhook, CertDir: strings.TrimPrefix(dir, "/")}
+	cfg.Webhooks = webhooks.Config()
 	tel := apptest.NewTelemetry(t)
 	a := apptest.Start(t, app.New(cfg), humus.OSHost(), humus.WithTelemetry(tel.Build))
-	controlplanetest.Eventually(t, 30*time.Second, "the webhook to listen", func(ctx context.Context) (bool, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, "tcp", webhook)
-		if err != nil {
-			return false, nil
-		}
-		return true, c.Close()
-	})
-	return webhook, ca, tel, a
+	webhooks.WaitServing(t)
+	return webhooks, tel, a
 }
 
 // nested returns the field of u at path.

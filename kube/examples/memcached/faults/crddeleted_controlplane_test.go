@@ -13,8 +13,8 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/z5labs/humus/controlplane/apptest"
 	"github.com/z5labs/humus/controlplane/controlplanetest"
-	"github.com/z5labs/humus/kube/examples/apptest"
 )
 
 // TestTheCRDDeletedWhileTheAppRunsEndsItWith1NamingTheResource deletes the

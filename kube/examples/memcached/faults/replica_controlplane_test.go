@@ -28,9 +28,9 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/controlplane"
+	"github.com/z5labs/humus/controlplane/apptest"
 	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/kube/examples/appconfig"
-	"github.com/z5labs/humus/kube/examples/apptest"
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 

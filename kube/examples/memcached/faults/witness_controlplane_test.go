@@ -19,7 +19,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
-	"github.com/z5labs/humus/kube/examples/apptest"
+	"github.com/z5labs/humus/controlplane/apptest"
 )
 
 // witness is a reverse proxy, served by the test, between one replica and

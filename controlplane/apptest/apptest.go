@@ -1,18 +1,24 @@
 // Package apptest runs an App of humus kube whole, against a real
-// cluster, for its tests: the Connection and Config of the cluster's
-// admin, the Host of a pod of a ServiceAccount (its token and CA files and
-// the kubelet's environment), an in-process App runner whose stderr the
-// test reads and to which it sends signals, an App built and run as a
-// process of its own, a Host whose API server can become unreachable, and
-// in-memory telemetry whose records a failing test logs. What a test does
-// to the cluster around the App (apply the deploy files, make a
-// namespace, install a CRD, act as a ServiceAccount, wait for a condition
-// or for readiness) is controlplanetest's, whose Env this Env embeds.
+// cluster (a local control plane, or the cluster controlplanetest's
+// KUBECONFIG names), for its tests: the admin's Connection and Settings for
+// the App, the Host of a pod of a ServiceAccount (its token and CA files,
+// the files of the volumes it mounts, and the kubelet's environment), an
+// in-process App runner whose stderr the test reads and to which it sends
+// signals, an App built and run as a process of its own, a Host whose API
+// server can become unreachable, in-memory telemetry whose records a
+// failing test logs, the App's webhooks served with a test CA and the
+// installed CRDs and webhook configurations pointed at them (Webhooks),
+// and an installed CRD upgraded to a new version or storage version
+// (Env.UpgradeCRD). What a test does to the cluster around the App (apply
+// the deploy files, make a namespace, install a CRD, act as a
+// ServiceAccount, wait for a condition or for readiness) is
+// controlplanetest's, whose Env this Env embeds.
 //
-// The examples' whole-App tests use it; so can a module of your own, with
-// the examples module's replace line (see the docs' "Using kube from a
-// module of your own"). Its Configs are package appconfig's, as its
-// Hosts' files and variables are.
+// It is part of the controlplane module, released and versioned with it
+// (scripts/apicheck.sh guards its API), so a module of your own requires
+// it on the same line as controlplanetest. It reads no environment
+// variable of the test's: a Host it makes has the environment the test
+// gives it.
 package apptest
 
 import (
@@ -22,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"path"
 	"strings"
 	"sync"
 	"syscall"
@@ -37,7 +44,6 @@ import (
 	"github.com/z5labs/humus/controlplane/controlplanetest"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube"
-	"github.com/z5labs/humus/kube/examples/appconfig"
 )
 
 // Env is controlplanetest's Env, a cluster and its admin's clients, with
@@ -60,44 +66,95 @@ func (e Env) Connection() kube.Connection {
 	return conn
 }
 
-// Config is the Config of an App named name that reconciles in watch
-// ("" for every namespace), holds its Lease in leaseNS as identity, and
-// serves its probes on a free port of 127.0.0.1.
-func (e Env) Config(t testing.TB, name, watch, leaseNS, identity string) appconfig.Config {
+// Settings are kube.DefaultSettings of an App named name that reconciles
+// in watch ("" for every namespace) and holds its Lease in leaseNS as
+// identity. An App's probes can listen on controlplanetest.FreeAddr(t).
+func (e Env) Settings(name, watch, leaseNS, identity string) kube.Settings {
 	s := kube.DefaultSettings()
 	s.Name = name
 	s.Namespace = watch
 	s.LeaderElection.Namespace = leaseNS
 	s.LeaderElection.Identity = identity
-	return appconfig.Config{Connection: e.Connection(), Settings: s, ProbesAddr: controlplanetest.FreeAddr(t)}
+	return s
+}
+
+// ServiceAccountDir is where the kubelet mounts a pod's service account
+// token, CA and namespace, as a name in a Host's FS (no leading slash).
+const ServiceAccountDir = "var/run/secrets/kubernetes.io/serviceaccount/"
+
+// The environment variables a pod's Host has: the kubelet sets the first
+// two in every container; the deploy files set the last two from the
+// downward API (metadata.namespace and metadata.name).
+const (
+	EnvServiceHost  = "KUBERNETES_SERVICE_HOST"
+	EnvServicePort  = "KUBERNETES_SERVICE_PORT"
+	EnvPodNamespace = "POD_NAMESPACE"
+	EnvPodName      = "POD_NAME"
+)
+
+// PodOption adds to the Host Pod returns.
+type PodOption func(*podHost)
+
+type podHost struct {
+	fs  fstest.MapFS
+	env map[string]string
+}
+
+// PodEnv adds the variables of env to the pod's environment, over the ones
+// Pod sets.
+func PodEnv(env map[string]string) PodOption {
+	return func(h *podHost) {
+		for k, v := range env {
+			h.env[k] = v
+		}
+	}
+}
+
+// Mount adds files to the pod's file system under mountPath, an absolute
+// path, as a volume mounted there holds them: such as a kubernetes.io/tls
+// Secret's tls.crt and tls.key at the webhooks' certificate directory
+// (see Webhooks.Mount). files maps a file's name in the volume to its
+// content.
+func Mount(mountPath string, files map[string][]byte) PodOption {
+	return func(h *podHost) {
+		dir := strings.Trim(path.Clean(mountPath), "/")
+		for name, data := range files {
+			h.fs[path.Join(dir, name)] = &fstest.MapFile{Data: data, Mode: 0o600}
+		}
+	}
 }
 
 // Pod returns the Host of a pod whose service account is sa in namespace:
-// the real network, a file system holding only the service account's CA
-// and a token the TokenRequest API minted for sa, and an environment of
-// the KUBERNETES_SERVICE_HOST and KUBERNETES_SERVICE_PORT the kubelet sets,
-// POD_NAMESPACE namespace, POD_NAME pod, and extra.
-func (e Env) Pod(t testing.TB, namespace, sa, pod string, extra map[string]string) humus.Host {
+// the real network; a file system holding only the service account's CA
+// and a token the TokenRequest API minted for sa in ServiceAccountDir, and
+// the files opts Mount; and an environment of the KUBERNETES_SERVICE_HOST
+// and KUBERNETES_SERVICE_PORT the kubelet sets, POD_NAMESPACE namespace,
+// POD_NAME pod, and what opts add with PodEnv. It fails the test if the
+// token can't be minted.
+func (e Env) Pod(t testing.TB, namespace, sa, pod string, opts ...PodOption) humus.Host {
 	t.Helper()
 	token, err := e.Cluster.ServiceAccountToken(context.Background(), namespace, sa)
 	require.NoError(t, err)
 	host, port, err := net.SplitHostPort(e.Cluster.Server)
 	require.NoError(t, err)
-	env := map[string]string{
-		appconfig.EnvServiceHost:  host,
-		appconfig.EnvServicePort:  port,
-		appconfig.EnvPodNamespace: namespace,
-		appconfig.EnvPodName:      pod,
+	p := podHost{
+		fs: fstest.MapFS{
+			ServiceAccountDir + "ca.crt": {Data: e.CAPEM(t)},
+			ServiceAccountDir + "token":  {Data: []byte(token)},
+		},
+		env: map[string]string{
+			EnvServiceHost:  host,
+			EnvServicePort:  port,
+			EnvPodNamespace: namespace,
+			EnvPodName:      pod,
+		},
 	}
-	for k, v := range extra {
-		env[k] = v
+	for _, o := range opts {
+		o(&p)
 	}
 	h := humus.OSHost()
-	h.FS = fstest.MapFS{
-		appconfig.ServiceAccountDir + "ca.crt": {Data: e.CAPEM(t)},
-		appconfig.ServiceAccountDir + "token":  {Data: []byte(token)},
-	}
-	h.LookupEnv = LookupEnv(env)
+	h.FS = p.fs
+	h.LookupEnv = LookupEnv(p.env)
 	return h
 }
 
@@ -110,7 +167,7 @@ func LookupEnv(env map[string]string) func(string) (string, bool) {
 }
 
 // App is a whole App that humustest.RunApp runs in-process, whose stderr
-// the test reads.
+// the test reads. Its humustest.App signals it and waits for its exit.
 type App struct {
 	*humustest.App
 	stderr *syncBuffer

@@ -73,8 +73,9 @@ func (p *Process) Stdout() string { return p.stdout.String() }
 // Stderr returns what the process has written to its stderr.
 func (p *Process) Stderr() string { return p.stderr.String() }
 
-// Record is a log record as the examples' BuildTelemetry writes it to
-// stderr, one JSON line each, with OpenTelemetry's stdoutlog exporter.
+// Record is a log record as OpenTelemetry's stdoutlog exporter writes it,
+// one JSON line each, such as to an App's stderr (the examples'
+// BuildTelemetry does).
 type Record struct {
 	SeverityText string
 	Body         struct{ Value any }
