@@ -22,7 +22,9 @@ import (
 // [DefaultBinDir] on free ports with the base controllers, and waits up to
 // a minute for the control plane to be ready.
 type Options struct {
-	// BinDir holds the binaries ([Build] writes them). Default: DefaultBinDir().
+	// BinDir holds the binaries ([Build] writes them), or binaries a user
+	// already has, such as envtest's assets (see [AssetsEnv] and
+	// [DescribeBinaries]). Default: DefaultBinDir().
 	BinDir string
 	// DataDir is the directory in which the run's own directory (PKI,
 	// etcd data, logs, kubeconfig) is made; that directory is removed by
@@ -188,16 +190,19 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 }
 
 // builtBinaries returns the binaries in binDir, or in DefaultBinDir if
-// binDir is "", or an error if they aren't built.
+// binDir is "", or an error naming those missing and what to do.
 func builtBinaries(binDir string) (Binaries, error) {
+	def, defErr := DefaultBinDir()
 	if binDir == "" {
-		var err error
-		if binDir, err = DefaultBinDir(); err != nil {
-			return Binaries{}, err
+		if defErr != nil {
+			return Binaries{}, defErr
 		}
+		binDir = def
 	}
 	bins := BinariesIn(binDir)
-	if err := bins.Check(); err != nil {
+	if err := bins.Check(); err != nil && binDir != def {
+		return Binaries{}, fmt.Errorf("controlplane: the binaries in %s are not built or missing: %s: %w", binDir, MissingAssetsHint(binDir), err)
+	} else if err != nil {
 		return Binaries{}, fmt.Errorf("controlplane: the %s binaries are not built (run controlplane.Build, or `go run github.com/z5labs/humus/controlplane/cmd/controlplane build`): %w", Version, err)
 	}
 	return bins, nil

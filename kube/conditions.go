@@ -32,10 +32,14 @@ const (
 // also the reason of the Warning Event of a failed reconcile.
 const (
 	// ReasonReconciled: Ready True, the last reconcile of the object's
-	// generation succeeded and asked for no other.
+	// generation succeeded with no Result.Waiting, whether or not it
+	// asked to be reconciled again after a Result.After.
 	ReasonReconciled = "Reconciled"
-	// ReasonRequeued: Ready False and Reconciling True, the reconcile
-	// succeeded and returned a positive Result.After.
+	// ReasonRequeued is no longer written. It was Ready False and
+	// Reconciling True after a reconcile that succeeded with a positive
+	// Result.After, which kept an object that always has a next run,
+	// such as a CronJob, from ever being Ready; such a reconcile is now
+	// ReasonReconciled. Kept for code that compares with it.
 	ReasonRequeued = "Requeued"
 	// ReasonWaiting: Ready False and Reconciling True, the reconcile
 	// succeeded and returned a Result.Waiting.

@@ -51,7 +51,9 @@ type Result[Status any] struct {
 
 	// After reconciles the object again after this long, unless it changes
 	// first. Zero waits for a change, or for the resync, and so does a
-	// negative After. An error's backoff takes its place.
+	// negative After. An error's backoff takes its place. For a Resource
+	// with StatusConventions, After alone leaves the object Ready: a
+	// reconcile that isn't done yet says so with Waiting.
 	After time.Duration
 
 	// Waiting, for a Resource with StatusConventions, says that the

@@ -117,3 +117,30 @@ func TestEmbeddedObjectMetaIsTyped(t *testing.T) {
 	root := crd.Spec.Versions[0].Schema.OpenAPIV3Schema.Properties["metadata"]
 	require.Empty(t, root.Properties, "the root's metadata is the API server's")
 }
+
+// TestAFieldPathTheAPIServerRefusesIsAnError: the API server refuses a CRD
+// whose rule's fieldPath names no field of the schema the rule is on
+// ("must be a valid path"), and a root rule's .metadata.name is such a
+// path: the CRD's schema of metadata is a bare object (issue 37). CRD
+// refuses it too, naming the rule, where it is and why; the paths the
+// server accepts pass.
+func TestAFieldPathTheAPIServerRefusesIsAnError(t *testing.T) {
+	_, err := rootResource(
+		kube.Rules(&rootObject).
+			XValidation(kube.CEL{Rule: "self.metadata.name.size() <= 52", FieldPath: ".metadata.name"}).
+			XValidation(kube.CEL{Rule: "self.spec.schedule != ''", FieldPath: ".spec.when"}).
+			XValidation(kube.CEL{Rule: "true", FieldPath: ".spec.schedule[0]"}),
+		kube.Rules(&rootObject.Spec, kube.Field(&rootObject.Spec.Schedule).XValidation(kube.CEL{Rule: "self != ''", FieldPath: ".size"})),
+	).CRD()
+	require.ErrorContains(t, err, `the CEL rule "self.metadata.name.size() <= 52" on the object has FieldPath ".metadata.name", which the API server refuses: .metadata has no fields in its schema, so "name" names nothing`)
+	require.ErrorContains(t, err, `the CEL rule "self.spec.schedule != ''" on the object has FieldPath ".spec.when", which the API server refuses: .spec has no field "when"`)
+	require.ErrorContains(t, err, `FieldPath ".spec.schedule[0]", which the API server refuses: "[0]" after ".spec.schedule" is a list index`)
+	require.ErrorContains(t, err, `the CEL rule "self != ''" on .spec.schedule has FieldPath ".size", which the API server refuses: self has no fields in its schema`)
+
+	for _, path := range []string{".spec", ".spec.schedule", "['spec'].schedule", ".metadata", ".kind", ".status"} {
+		_, err := rootResource(kube.Rules(&rootObject).XValidation(kube.CEL{Rule: "true", FieldPath: path})).CRD()
+		require.NoError(t, err, "FieldPath %q", path)
+	}
+	_, err = rootResource(kube.Rules(&rootObject).XValidation(kube.CEL{Rule: "true", FieldPath: " "})).CRD()
+	require.ErrorContains(t, err, "it must be non-empty if given")
+}

@@ -27,7 +27,8 @@ import (
 // Either way the cache is indexed by controller owner, and
 // Lister.ControlledBy returns an owner's children in one lookup; and
 // either way a reconcile's own creation of a child doesn't come back as
-// work (ownedcreations.go). NewController and NewKindController return an
+// work (ownedcreations.go), unless the Owns is given
+// ReconcileOwnCreations, as controller-runtime's Owns queues it. NewController and NewKindController return an
 // error naming an Owns without a Version or a Resource, or with a
 // selector that doesn't parse.
 func Owns(gvr schema.GroupVersionResource, opts ...WatchOption) Part {

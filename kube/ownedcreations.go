@@ -1,9 +1,13 @@
 package kube
 
 import (
+	"context"
+	"log/slog"
 	"net/http"
+	"slices"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/z5labs/humus/kube/internal/echoes"
 	"github.com/z5labs/humus/kube/internal/objcache"
@@ -51,10 +55,43 @@ import (
 // doesn't select isn't kept: that Owns hears nothing of the object, so no
 // event would ever come to match it.
 
-// noteOwnedWrite sends req, a write of the reconcile of key, through
-// next, noting it first if it writes a resource c Owns: the body of a
-// reconcile's apitransport.WriteHook (scope.go).
-func (c *Controller) noteOwnedWrite(key string, req *http.Request, next http.RoundTripper) (*http.Response, error) {
+// controller-runtime differs: its Owns queues the owner for every event,
+// its own creations' included, and code ported from it may rely on that,
+// such as the kubebuilder book's CronJob, which creates a Job and counts
+// its active Jobs from the cache in the next reconcile, the one the Job's
+// creation event starts. Here that reconcile doesn't come, and the status
+// stays as it was until the next change or After (issue 37). Two things
+// keep the difference from going unnoticed: an Owns given
+// ReconcileOwnCreations keeps no creation, so its owner's own creations
+// queue it as any event does; and a reconcile that succeeded, made a
+// creation whose event is dropped and left its status unchanged, the sign
+// of a status computed before the creation, logs a DEBUG record
+// (reportUnseenCreations).
+
+// ReconcileOwnCreations makes an Owns queue the owner for its own
+// reconcile's creations of the Owns' resource too, as controller-runtime's
+// Owns does: the creation's event reconciles the owner once more. Give it
+// to an Owns whose Reconciler reads what it created from the cache in its
+// next reconcile rather than from what the creation returned, such as
+// code ported from controller-runtime that counts a CronJob's active Jobs
+// with a Lister. It costs one reconcile more per creation. NewController
+// and NewKindController return an error naming a Watches given it.
+func ReconcileOwnCreations() WatchOption {
+	return func(s *informerSpec) { s.ownCreations = true }
+}
+
+// keepsOwnCreations reports whether an Owns of gr is given
+// ReconcileOwnCreations, so that no creation of gr is kept.
+func (c *Controller) keepsOwnCreations(gr schema.GroupResource) bool {
+	return slices.ContainsFunc(c.owns, func(o informerSpec) bool { return o.ownCreations && o.gvr.GroupResource() == gr })
+}
+
+// noteOwnedWrite sends req, a write of the reconcile whose scope is s,
+// through next, noting it first if it writes a resource c Owns: the body
+// of a reconcile's apitransport.WriteHook (scope.go). A creation kept, so
+// that its event won't queue the owner, is added to s's created.
+func (c *Controller) noteOwnedWrite(s *scope, req *http.Request, next http.RoundTripper) (*http.Response, error) {
+	key := s.key
 	w, ok := c.ownedWrite(key, req)
 	if !ok {
 		return next.RoundTrip(req)
@@ -89,6 +126,13 @@ func (c *Controller) noteOwnedWrite(key string, req *http.Request, next http.Rou
 		// A label-selected Owns that doesn't see the object: no event
 		// would come to match a write kept for it.
 		got = nil
+	}
+	if got != nil && c.keepsOwnCreations(w.GVR.GroupResource()) {
+		// ReconcileOwnCreations: the creation's event queues the owner.
+		got = nil
+	}
+	if got != nil {
+		s.created(w.GVR.Resource + " " + objectKey(got.Namespace, got.Name))
 	}
 	switch {
 	case w.Name != "":
@@ -176,4 +220,28 @@ func (c *Controller) ownedCached(w echoes.OwnedWrite, name string, v *echoes.Ver
 	}
 	cached := cachedVersion((*inf).GetIndexer(), objectKey(w.Namespace, name))
 	return cached.UID == v.UID && newerOrSame(cached.ResourceVersion, v.ResourceVersion)
+}
+
+// reportUnseenCreations logs, at DEBUG, the owned objects that the
+// reconcile of u created and whose events won't reconcile u again, if the
+// reconcile succeeded and its status didn't change: statusChanged is
+// whether a status was applied. A Reconciler that counts its children in
+// its status from the cache, as controller-runtime's code does, leaves
+// its status as it was in the reconcile that creates one, and relies on
+// the creation's event for the next reconcile, which doesn't come here.
+// The record names the children and ReconcileOwnCreations.
+func (c *Controller) reportUnseenCreations(ctx context.Context, u *cachedObject, statusChanged bool) {
+	s := scopeOf(ctx)
+	if statusChanged || s == nil {
+		return
+	}
+	created := s.takeCreated()
+	if len(created) == 0 {
+		return
+	}
+	LoggerFrom(ctx).DebugContext(ctx, "own creations don't reconcile again",
+		slog.String("controller", c.settings.Name),
+		slog.Any("created", created),
+		slog.String("why", "the reconcile of "+c.describe(u)+" created owned objects and left its status unchanged; their creation events don't queue it again, as they do in controller-runtime: "+
+			"if its status reports them from the cache, give their Owns kube.ReconcileOwnCreations(), or report what the creation returned"))
 }

@@ -10,13 +10,15 @@ import (
 	"testing/synctest"
 
 	"github.com/stretchr/testify/require"
-	"github.com/z5labs/humus"
+	"go.opentelemetry.io/otel/log"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 
+	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/internal/apitransport"
 	"github.com/z5labs/humus/kube/internal/echoes"
 )
@@ -375,4 +377,110 @@ func TestACreationDeletedBeforeItsAnswerKeepsNothing(t *testing.T) {
 		require.Zero(t, c.ownedCreations.Keys(), "a creation whose object is gone, its events come, keeps nothing")
 		require.NoError(t, s.stop(t))
 	})
+}
+
+// An Owns given ReconcileOwnCreations keeps nothing of its owner's own
+// creations: their events queue the owner, as controller-runtime's Owns
+// does (issue 37). The Owns of another resource still drops them.
+func TestReconcileOwnCreationsQueuesTheOwnersOwnCreation(t *testing.T) {
+	c := ownsConfigMaps()
+	c.owns[0].ownCreations = true
+	queue := workqueue.NewTyped[string]()
+	defer queue.ShutDown()
+	h := c.ownerHandler(queue, schema.GroupResource{Resource: "configmaps"})
+
+	ctx := withReconciling(t.Context(), c, "team-a/w1")
+	applyConfigMap(t, c, answering{body: configMapAnswer}, ctx)
+	h.OnAdd(configMapOfW1("5"), false)
+	require.Equal(t, 1, queue.Len(), "the add of the version the reconcile's apply created is queued")
+	key, _ := queue.Get()
+	require.Equal(t, "team-a/w1", key)
+	queue.Done(key)
+	require.Zero(t, c.ownedCreations.Keys(), "nothing is kept")
+	require.Empty(t, scopeOf(ctx).takeCreated(), "and nothing is reported as unseen")
+
+	c.owns[0].ownCreations = false
+	applyConfigMap(t, c, answering{body: configMapAnswer}, ctx)
+	h.OnAdd(configMapOfW1("5"), false)
+	require.Zero(t, queue.Len(), "without it, the add isn't queued")
+	require.Equal(t, []string{"configmaps team-a/w1"}, scopeOf(ctx).takeCreated(), "and the creation is the reconcile's unseen one")
+}
+
+// ReconcileOwnCreations is an Owns' alone: a Watches queues every event.
+func TestReconcileOwnCreationsIsAnOwnsOption(t *testing.T) {
+	f := newFakeCluster(t)
+	var n counter
+	_, err := newController(&humus.Setup{}, f.clients(), nil, testSettings(), widgets(), noStatus(&n),
+		Owns(configMapGVR, ReconcileOwnCreations()),
+		Watches(deploymentGVR, byConfigLabel, ReconcileOwnCreations()))
+	require.EqualError(t, err, "kube: part 1: Watches(apps/v1, Resource=deployments) is given ReconcileOwnCreations: only an Owns drops the events of its owner's own creations; a Watches queues every event")
+}
+
+// createdConfigMapAnswer is what the API server answers the creation of
+// ConfigMap w1 in the test namespace, controlled by Widget w1, at
+// resourceVersion 100.
+const createdConfigMapAnswer = `{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"w1","namespace":"default","uid":"cm-uid","resourceVersion":"100","ownerReferences":[{"apiVersion":"test.example.com/v1","kind":"Widget","name":"w1","uid":"uid-w1","controller":true}]}}`
+
+// A Reconciler that creates a child and leaves its status as it was, as
+// one ported from controller-runtime that reports its children from the
+// cache does, isn't reconciled again by the child's creation: a DEBUG
+// record names the child and ReconcileOwnCreations. One whose status
+// changed, having reported the child from what its creation returned, is
+// not reported. Given it, the
+// creation reconciles the owner again, as in controller-runtime, and
+// nothing is logged (issue 37).
+func TestAnOwnCreationThatLeavesTheStatusAsItWasIsReported(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		opts       []WatchOption
+		status     *widgetStatus // what the creating reconcile returns
+		reconciles int
+		records    int
+	}{
+		{"dropped", nil, nil, 1, 1},
+		{"dropped, with the status as it was", nil, &widgetStatus{}, 1, 1},
+		{"dropped, with a status that reports it", nil, &widgetStatus{Message: "created w1"}, 1, 0},
+		{"with ReconcileOwnCreations", []WatchOption{ReconcileOwnCreations()}, nil, 2, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f := newFakeCluster(t, newWidget("w1", 1))
+				tel := humustest.NewTelemetry(t)
+				var n counter
+				c := newWidgetController(t, f, tel.Telemetry, testSettings(),
+					ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+						if n.add(w.Name) > 1 {
+							return Result[widgetStatus]{}, nil
+						}
+						// The creation, as a client on Client.Config sends
+						// it, and then its object, as the informer sees it.
+						req, err := http.NewRequestWithContext(ctx, http.MethodPost, "https://api.example.com/api/v1/namespaces/default/configmaps", strings.NewReader(`{}`))
+						if err != nil {
+							return Result[widgetStatus]{}, err
+						}
+						resp, err := apitransport.WriteHooks{Next: answering{body: createdConfigMapAnswer}}.RoundTrip(req)
+						if err != nil {
+							return Result[widgetStatus]{}, err
+						}
+						_ = resp.Body.Close()
+						child := ownedConfigMap(testNamespace, "w1", metav1.OwnerReference{APIVersion: "test.example.com/v1", Kind: "Widget", Name: "w1", UID: "uid-w1", Controller: ptr.To(true)})
+						child.UID, child.ResourceVersion = "cm-uid", "100"
+						return Result[widgetStatus]{Status: tc.status}, f.metadata.Tracker().Create(configMapGVR, child, testNamespace)
+					}),
+					Owns(configMapGVR, tc.opts...))
+				s := serve(t, c)
+				synctest.Wait()
+				require.Equal(t, map[string]int{"w1": tc.reconciles}, n.get())
+				recs := recordsWithBody(tel, "own creations don't reconcile again")
+				require.Len(t, recs, tc.records)
+				for _, rec := range recs {
+					require.Equal(t, log.SeverityDebug, rec.Severity())
+					a := attrs(rec)
+					require.Equal(t, `["configmaps default/w1"]`, a["created"])
+					require.Contains(t, a["why"], "give their Owns kube.ReconcileOwnCreations()")
+				}
+				require.NoError(t, s.stop(t))
+			})
+		})
+	}
 }

@@ -192,10 +192,16 @@ func (t objectType[T]) reconcileObject(ctx context.Context, u *cachedObject) (ti
 		return 0, err
 	}
 	after, status, err := t.callReconciler(ctx, obj, before)
+	statusChanged := false
 	if status != nil {
-		if applyErr := c.applyStatus(ctx, u, before, status); applyErr != nil {
+		changed, applyErr := c.applyStatus(ctx, u, before, status)
+		if applyErr != nil {
 			err = errors.Join(err, applyErr)
 		}
+		statusChanged = changed
+	}
+	if err == nil && t.status != nil {
+		c.reportUnseenCreations(ctx, u, statusChanged)
 	}
 	return after, err
 }
@@ -235,26 +241,26 @@ func (t objectType[T]) encodeStatus(u *cachedObject, obj *T) ([]byte, error) {
 // applyStatus applies status to u's status subresource with server-side
 // apply, under the controller's field manager and forced, since the
 // controller owns the status whole, unless its JSON encoding is before's,
-// or ctx is done.
-func (c *Controller) applyStatus(ctx context.Context, u *cachedObject, before []byte, status any) error {
+// or ctx is done. It reports whether the status differs from before's.
+func (c *Controller) applyStatus(ctx context.Context, u *cachedObject, before []byte, status any) (bool, error) {
 	b, err := json.Marshal(status)
 	if err != nil {
-		return fmt.Errorf("kube: encoding the status of %s: %w", c.describe(u), err)
+		return true, fmt.Errorf("kube: encoding the status of %s: %w", c.describe(u), err)
 	}
 	if bytes.Equal(before, b) {
-		return nil
+		return false, nil
 	}
 	// A cancelled reconcile, on a lost Lease or at Shutdown's deadline,
 	// applies nothing: another replica may hold the Lease by now.
 	if err := errors.Join(ctx.Err(), mayWork(ctx)); err != nil {
-		return fmt.Errorf("kube: not applying the status of %s: the reconcile was cancelled: %w", c.describe(u), err)
+		return true, fmt.Errorf("kube: not applying the status of %s: the reconcile was cancelled: %w", c.describe(u), err)
 	}
 	apply, err := c.applyBody(u, nil, "status", b)
 	if err != nil {
-		return fmt.Errorf("kube: encoding the status of %s: %w", c.describe(u), err)
+		return true, fmt.Errorf("kube: encoding the status of %s: %w", c.describe(u), err)
 	}
 	if err := c.sendApply(ctx, u, "status", apply); err != nil {
-		return fmt.Errorf("kube: applying the status of %s: %w", c.describe(u), err)
+		return true, fmt.Errorf("kube: applying the status of %s: %w", c.describe(u), err)
 	}
-	return nil
+	return true, nil
 }

@@ -109,9 +109,10 @@ type Resource[Spec, Status any] struct {
 	// observedGeneration, set by each reconcile's outcome, beside the
 	// Reconciler's status in the same apply, applied only when they
 	// change. Ready is True after a reconcile that succeeded with no
-	// Result.Waiting or Result.After; False with Reconciling True after
-	// one that returned a Waiting (ReasonWaiting), a positive After
-	// (ReasonRequeued) or an error being retried (ReasonReconcileFailed);
+	// Result.Waiting, with or without a Result.After (a time-driven
+	// controller's next run is no work left undone); False with
+	// Reconciling True after one that returned a Waiting (ReasonWaiting)
+	// or an error being retried (ReasonReconcileFailed);
 	// and False with Stalled True after an error marked with Terminal
 	// (ReasonTerminalError), which isn't retried. The CRD defaults the
 	// status of Version to observedGeneration 0, so an object reads as

@@ -3,6 +3,7 @@ package kube
 import (
 	"context"
 	"net/http"
+	"sync"
 
 	"github.com/z5labs/humus/kube/internal/apitransport"
 	"github.com/z5labs/humus/kube/internal/applyset"
@@ -28,6 +29,29 @@ type scope struct {
 	// applied are the children of pruned resources the reconcile wrote
 	// (prune.go).
 	applied applyset.Written
+
+	// mu guards newChildren.
+	mu sync.Mutex
+	// newChildren are the owned objects the reconcile created whose
+	// events won't queue it again, as "resource namespace/name"
+	// (reportUnseenCreations).
+	newChildren []string
+}
+
+// created adds child, "resource namespace/name", to s's newChildren.
+func (s *scope) created(child string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.newChildren = append(s.newChildren, child)
+}
+
+// takeCreated returns s's newChildren and forgets them.
+func (s *scope) takeCreated() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := s.newChildren
+	s.newChildren = nil
+	return out
 }
 
 // scopeKey is the context key of a worker's or reconcile's scope.
@@ -80,7 +104,7 @@ func (s *scope) NoteWrite(req *http.Request, next http.RoundTripper) (*http.Resp
 	if s.c == nil || req.Method == http.MethodDelete {
 		return next.RoundTrip(req)
 	}
-	resp, err := s.c.noteOwnedWrite(s.key, req, next)
+	resp, err := s.c.noteOwnedWrite(s, req, next)
 	s.noteApplied(req, resp, err)
 	return resp, err
 }

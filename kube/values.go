@@ -59,10 +59,17 @@ const (
 // apiextensionsv1's FieldValueInvalid (the API server's default),
 // FieldValueForbidden, FieldValueRequired and FieldValueDuplicate.
 // FieldPath is a path below self, such as .spec.replicas, that the error
-// names. OptionalOldSelf runs a transition rule on a create too, with
-// oldSelf an optional that has no value. CRD checks Rule is given and
-// Reason is known; the API server compiles the expressions when the CRD is
-// applied.
+// names: each step ".name" or "['name']" a field of self's schema, or a
+// map's key, never a list's item, as the API server requires. Without one
+// the error names self's path, and a rule on the whole object has none
+// ("<nil>: Invalid value"). A rule on the object (kube.Rules of a
+// *kube.Object) can name .spec, .status and their fields, .apiVersion,
+// .kind and .metadata, but nothing below .metadata, such as
+// .metadata.name: the CRD's schema of metadata is a bare object.
+// OptionalOldSelf runs a transition rule on a create too, with oldSelf an
+// optional that has no value. CRD checks Rule is given, Reason is known
+// and FieldPath names a field of the rule's schema, as the API server
+// does; the API server compiles the expressions when the CRD is applied.
 type CEL struct {
 	Rule              string
 	Message           string

@@ -89,7 +89,8 @@ type referencesMap struct {
 func (referencesMap) isMap() {}
 
 // WatchOption changes the informer of an Owns or a Watches: LabelSelector,
-// or CacheObjects.
+// or CacheObjects; and an Owns alone: Prune, PruneDryRun or
+// ReconcileOwnCreations.
 type WatchOption func(*informerSpec)
 
 // LabelSelector limits an Owns or a Watches informer to the objects whose
@@ -114,10 +115,11 @@ func CacheObjects() WatchOption {
 
 // informerSpec is the informer an Owns or a Watches asks for.
 type informerSpec struct {
-	gvr      schema.GroupVersionResource
-	selector string    // "" selects every object
-	objects  bool      // whole objects, through the dynamic client; else metadata
-	prune    pruneMode // an Owns' pruning (prune.go)
+	gvr          schema.GroupVersionResource
+	selector     string    // "" selects every object
+	objects      bool      // whole objects, through the dynamic client; else metadata
+	prune        pruneMode // an Owns' pruning (prune.go)
+	ownCreations bool      // an Owns' ReconcileOwnCreations (ownedcreations.go)
 }
 
 func newInformerSpec(gvr schema.GroupVersionResource, opts []WatchOption) informerSpec {
@@ -172,6 +174,9 @@ func mappedResourceOf[T any](p watchesPart, index string) (mappedResource, error
 	w := mappedResource{informerSpec: p.informerSpec}
 	if p.prune != pruneOff {
 		errs = append(errs, errors.New(name+" is given Prune: only an Owns prunes the children it controls"))
+	}
+	if p.ownCreations {
+		errs = append(errs, errors.New(name+" is given ReconcileOwnCreations: only an Owns drops the events of its owner's own creations; a Watches queues every event"))
 	}
 	switch m := p.m.(type) {
 	case MapFunc:

@@ -55,9 +55,12 @@ func WithOptions(opts controlplane.Options) Option {
 
 // Start returns a cluster for the test. With HUMUS_TEST_KUBECONFIG set, it
 // is the existing cluster of that kubeconfig (controlplane.FromKubeconfig),
-// and nothing is stopped at the end. Otherwise it builds the binaries if
-// they are not cached (controlplane.Build, progress through t.Log; a cold
-// build takes minutes), starts a control plane (controlplane.Start) and
+// and nothing is stopped at the end. Otherwise, with KUBEBUILDER_ASSETS
+// (controlplane.AssetsEnv) set and no BinDir among the options, it runs
+// the binaries in that directory, such as envtest's, and builds nothing (a
+// binary missing there fails the test, naming it); else it builds the
+// binaries if they are not cached (controlplane.Build, progress through
+// t.Log; a cold build takes minutes). It starts a control plane (controlplane.Start) and
 // registers its Stop with t.Cleanup; the time each process took to be ready
 // is logged. Any error fails the test at once
 // (t.Fatal).
@@ -78,7 +81,10 @@ func Start(t testing.TB, opts ...Option) *controlplane.Cluster {
 		o.Progress = logWriter{t}
 	}
 	ctx := context.Background()
-	if _, err := controlplane.Build(ctx, controlplane.BuildOptions{BinDir: o.BinDir, Progress: logWriter{t}}); err != nil {
+	if o.BinDir == "" && os.Getenv(controlplane.AssetsEnv) != "" {
+		o.BinDir = os.Getenv(controlplane.AssetsEnv)
+		t.Log(controlplane.DescribeBinaries(ctx, o.BinDir))
+	} else if _, err := controlplane.Build(ctx, controlplane.BuildOptions{BinDir: o.BinDir, Progress: logWriter{t}}); err != nil {
 		t.Fatal(err)
 	}
 	c, err := controlplane.Start(ctx, o)

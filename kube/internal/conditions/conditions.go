@@ -51,7 +51,7 @@ const (
 // The reasons, kube's Reason constants of the same names.
 const (
 	ReasonReconciled      = "Reconciled"
-	ReasonRequeued        = "Requeued"
+	ReasonRequeued        = "Requeued" // no longer written; kube.ReasonRequeued
 	ReasonWaiting         = "Waiting"
 	ReasonTerminalError   = "TerminalError"
 	ReasonReconcileFailed = "ReconcileFailed"
@@ -113,7 +113,9 @@ func Remember(conditions []metav1.Condition, observedGeneration int64) Previous 
 }
 
 // Outcome is how a reconcile ended, as the status conventions read it:
-// its Result's After and Waiting, and its error.
+// its Result's After and Waiting, and its error. After changes none of
+// the conditions: a reconcile that succeeded with nothing Waiting is
+// Ready whenever it asked to be reconciled again.
 type Outcome struct {
 	After   time.Duration
 	Waiting string
@@ -152,10 +154,11 @@ func Conclude(kind string, generation int64, prev Previous, conditions *[]metav1
 	case out.Waiting != "":
 		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonWaiting, truncateMessage(out.Waiting)
 		reconciling = &metav1.Condition{Type: Reconciling, Status: metav1.ConditionTrue, Reason: ReasonWaiting, Message: ready.Message, ObservedGeneration: generation, LastTransitionTime: at}
-	case out.After > 0:
-		ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, ReasonRequeued, "the Reconciler asked to reconcile again after a while (Result.After)"
-		reconciling = &metav1.Condition{Type: Reconciling, Status: metav1.ConditionTrue, Reason: ReasonRequeued, Message: ready.Message, ObservedGeneration: generation, LastTransitionTime: at}
 	default:
+		// A positive After with nothing Waiting is a reconcile that is
+		// done until a time it chose, such as a CronJob's next run: Ready,
+		// as one without After. A controller that always has a next run
+		// would otherwise never be Ready.
 		ready.Status, ready.Reason = metav1.ConditionTrue, ReasonReconciled
 	}
 	meta.SetStatusCondition(conditions, ready)

@@ -58,7 +58,10 @@ func TestStatusConventionsByOutcome(t *testing.T) {
 	}{
 		{"success", Outcome{}, []string{"Ready=True/Reconciled@2"}},
 		{"a negative After is none", Outcome{After: -time.Second}, []string{"Ready=True/Reconciled@2"}},
-		{"After", Outcome{After: time.Minute}, []string{"Ready=False/Requeued@2", "Reconciling=True/Requeued@2"}},
+		// A reconcile done until a time it chose, such as a CronJob's
+		// next run, is Ready: one that always has a next run would never
+		// be, and kubectl wait would never return (issue 37).
+		{"a positive After is done until then", Outcome{After: time.Minute}, []string{"Ready=True/Reconciled@2"}},
 		{"Waiting", Outcome{Waiting: "boom: 1/3 replicas available", After: time.Minute}, []string{"Ready=False/Waiting@2", "Reconciling=True/Waiting@2"}},
 		{"an error retried", Outcome{Err: errors.New("boom")}, []string{"Ready=False/ReconcileFailed@2", "Reconciling=True/ReconcileFailed@2"}},
 		{"an error retried, with Waiting", Outcome{Err: errors.New("boom"), Waiting: "boom"}, []string{"Ready=False/ReconcileFailed@2", "Reconciling=True/ReconcileFailed@2"}},

@@ -53,6 +53,20 @@ func CRD(r Resource) (*apiextensionsv1.CustomResourceDefinition, error) {
 	doc := b.rootDescriptions()
 	rootRules := b.root(r.Object)
 	selectable := r.selectable(b, apiextensionsv1.JSONSchemaProps{Properties: map[string]apiextensionsv1.JSONSchemaProps{"spec": spec, "status": status}})
+	root := &apiextensionsv1.JSONSchemaProps{
+		Description: r.Description,
+		Type:        "object",
+		Properties: map[string]apiextensionsv1.JSONSchemaProps{
+			"apiVersion": {Type: "string", Description: doc["apiVersion"]},
+			"kind":       {Type: "string", Description: doc["kind"]},
+			"metadata":   {Type: "object"},
+			"spec":       spec,
+			"status":     status,
+		},
+		Required:     []string{"spec"},
+		XValidations: rootRules,
+	}
+	b.errs = append(b.errs, checkFieldPaths(root)...)
 	if err := b.finish(); err != nil {
 		return nil, err
 	}
@@ -82,21 +96,7 @@ func CRD(r Resource) (*apiextensionsv1.CustomResourceDefinition, error) {
 				Name:    r.Version,
 				Served:  true,
 				Storage: true,
-				Schema: &apiextensionsv1.CustomResourceValidation{
-					OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{
-						Description: r.Description,
-						Type:        "object",
-						Properties: map[string]apiextensionsv1.JSONSchemaProps{
-							"apiVersion": {Type: "string", Description: doc["apiVersion"]},
-							"kind":       {Type: "string", Description: doc["kind"]},
-							"metadata":   {Type: "object"},
-							"spec":       spec,
-							"status":     status,
-						},
-						Required:     []string{"spec"},
-						XValidations: rootRules,
-					},
-				},
+				Schema:  &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: root},
 				Subresources: &apiextensionsv1.CustomResourceSubresources{
 					Status: &apiextensionsv1.CustomResourceSubresourceStatus{},
 				},
@@ -110,7 +110,8 @@ func CRD(r Resource) (*apiextensionsv1.CustomResourceDefinition, error) {
 // root is the CEL rules of the Rules of the Resource's Object, if it has
 // any, which constrain the whole object: in them self is the object, and
 // self.metadata.name its name (the API server lets a root rule read
-// metadata's name and generateName). The root takes nothing else, as its
+// metadata's name and generateName; a rule's FieldPath can't point below
+// .metadata, checkFieldPaths). The root takes nothing else, as its
 // metadata is the API server's and its spec and status have their own
 // types' Rules; anything else is reported.
 func (b *reflector) root(obj reflect.Type) []apiextensionsv1.ValidationRule {

@@ -33,7 +33,8 @@ import (
 // A Beacon's spec.mode says what its Reconciler does: "hold…" waits for
 // the test to release the object's generation, then succeeds; "fail"
 // returns an error, retried; "terminal" returns a kube.Terminal error;
-// anything else succeeds.
+// "scheduled" succeeds with a Result.After of an hour, as a CronJob's
+// next run; anything else succeeds.
 type beaconSpec struct {
 	Mode string `json:"mode"`
 }
@@ -70,7 +71,8 @@ const argoHealthKey = "resource.customizations.health.cache.example.com_Memcache
 // defaults status.observedGeneration to 0 (the CRD's default), so a new
 // object is in progress before its first reconcile is done; a spec change
 // is in progress until reconciled; an error being retried is in progress;
-// a Terminal error is a failure; a success is ready.
+// a Terminal error is a failure; a success is ready, and so is a success
+// that asks to be reconciled again in an hour.
 func TestStatusConventionsAgainstTheAPIServer(t *testing.T) {
 	if _, err := exec.LookPath("kubectl"); err != nil {
 		t.Skip("kubectl isn't installed")
@@ -122,11 +124,24 @@ func TestStatusConventionsAgainstTheAPIServer(t *testing.T) {
 	h.judge(u, kstatus.FailedStatus, "Degraded")
 	h.notReadyWithin("b1")
 
-	// Mended by a spec change.
-	h.setMode("b1", "ok")
+	// Mended by a spec change, into a time-driven object, such as a
+	// CronJob, that always asks to be reconciled again at its next run
+	// (Result.After of an hour) and has nothing Waiting: it is Ready to
+	// all three (issue 37; it was Ready False, Reconciling True, reason
+	// Requeued, for good).
+	waited = h.waitReady("b1")
+	h.setMode("b1", "scheduled")
 	u = h.until("b1", observed(5, kube.ConditionReady, metav1.ConditionTrue))
 	h.judge(u, kstatus.CurrentStatus, "Healthy")
+	require.NoError(t, <-waited, "kubectl wait returns once the scheduled object is Ready")
 	left, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	require.Len(t, left, 1, "only Ready is left: a next run is no work in progress (Reconciling) and no failure (Stalled)")
+
+	// And into one that asks for no other reconcile.
+	h.setMode("b1", "ok")
+	u = h.until("b1", observed(6, kube.ConditionReady, metav1.ConditionTrue))
+	h.judge(u, kstatus.CurrentStatus, "Healthy")
+	left, _, _ = unstructured.NestedSlice(u.Object, "status", "conditions")
 	require.Len(t, left, 1, "Reconciling and Stalled are removed: only Ready is left")
 }
 
@@ -183,6 +198,8 @@ func startBeacons(t *testing.T, cluster *controlplane.Cluster, dyn dynamic.Inter
 				return kube.Result[beaconStatus]{}, errors.New("the backend refused")
 			case b.Spec.Mode == "terminal":
 				return kube.Result[beaconStatus]{}, kube.Terminal(errors.New("mode terminal can't work"))
+			case b.Spec.Mode == "scheduled":
+				return kube.Result[beaconStatus]{After: time.Hour}, nil
 			}
 			return kube.Result[beaconStatus]{}, nil
 		}))
