@@ -8,6 +8,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/z5labs/humus/kube/conversion"
+	"github.com/z5labs/humus/kube/internal/crdschema"
 	"github.com/z5labs/humus/kube/internal/crdversions"
 )
 
@@ -65,7 +66,13 @@ type VersionOptions struct {
 	// Preserving keeps, in an annotation of the version's objects, what
 	// the version cannot hold of the hub's, so that a field only the hub's
 	// version has survives a read and write through this version (see
-	// conversion.Spoke.Preserving).
+	// conversion.Spoke.Preserving). In a list that the hub's schema makes
+	// a map by keys (a field's ListMap, or an upstream type's
+	// x-kubernetes-list-map-keys, such as containers by name), each
+	// element's lost fields are restored onto the element with the same
+	// keys (conversion.Spoke.PreservingWith); any other list's are
+	// restored only when the write left the whole list as it read it, and
+	// are otherwise lost, never moved onto another element.
 	Preserving bool
 }
 
@@ -103,10 +110,7 @@ func NewVersion[S, St, Spec, Status any](name string, toHub func(src *Object[S, 
 		toHub = func(src *Object[S, St], dst *Object[Spec, Status]) error { return reencode(src, dst) }
 		fromHub = func(src *Object[Spec, Status], dst *Object[S, St]) error { return reencode(src, dst) }
 	}
-	v.spoke = conversion.NewSpoke(name, toHub, fromHub)
-	if o.Preserving {
-		v.spoke = v.spoke.Preserving()
-	}
+	v.spoke = conversion.NewSpoke(name, toHub, fromHub) // made Preserving by Resource.Conversion, with the hub's list-map keys
 	return v
 }
 
@@ -179,15 +183,38 @@ func (r Resource[Spec, Status]) StorageVersion() string {
 // Versions.
 func (r Resource[Spec, Status]) Conversion() conversion.Kind[Object[Spec, Status]] {
 	k := conversion.Kind[Object[Spec, Status]]{Group: r.Group, Kind: r.Kind, Hub: r.Version}
+	var keys map[string][]string // the hub's list-map keys, reflected once a Preserving version needs them
 	for i, v := range r.Versions {
 		if !v.v.Made {
 			// Named as CRD names it, not as a zero conversion.Spoke.
 			k.Spokes = append(k.Spokes, conversion.InvalidSpoke[Object[Spec, Status]](crdversions.ZeroVersion(i)))
 			continue
 		}
-		k.Spokes = append(k.Spokes, v.spoke)
+		sp := v.spoke
+		if v.opts.Preserving {
+			if keys == nil {
+				keys = r.listMapKeys()
+			}
+			sp = sp.PreservingWith(conversion.PreserveOptions{ListMapKeys: keys})
+		}
+		k.Spokes = append(k.Spokes, sp)
 	}
 	return k
+}
+
+// listMapKeys is the list-map keys of r's own version's schema, as
+// conversion.PreserveOptions takes them; empty (every list kept whole)
+// when r's schema can't be reflected, a mistake CRD names.
+func (r Resource[Spec, Status]) listMapKeys() map[string][]string {
+	crd, err := crdschema.CRD(r.schemaResource())
+	if err != nil {
+		return map[string][]string{}
+	}
+	keys := crdschema.ListMapKeys(crd.Spec.Versions[0].Schema.OpenAPIV3Schema)
+	if keys == nil {
+		keys = map[string][]string{}
+	}
+	return keys
 }
 
 // versionedCRD is CRD for a resource with Versions: its own version's,
