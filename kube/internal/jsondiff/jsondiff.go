@@ -326,6 +326,8 @@ type Options struct {
 	// empty object, so that each of the object's keys is named rather than
 	// the object.
 	AbsentAsEmpty bool
+	// NullAsAbsent takes a null as the value absent.
+	NullAsAbsent bool
 }
 
 // A Change is one path where Diff's a and b differ, with each one's value
@@ -340,18 +342,22 @@ type Change struct {
 // a's order), for each path where a and b differ. It descends into two
 // objects, and into two lists whose elements Pair pairs, an element named
 // by its keys (a Selector) in a list with keys and by its index in a's
-// list otherwise; any other difference is one change at its path, the
-// values whole.
+// list otherwise, when the pairs are in order (two lists that hold the
+// same elements in another order differ as wholes); any other difference
+// is one change at its path, the values whole.
 func Diff(a, b any, o Options, f func(Change)) {
 	diff(nil, a, true, b, true, o, f)
 }
 
 func diff(path Path, a any, aOK bool, b any, bOK bool, o Options, f func(Change)) {
+	if o.NullAsAbsent {
+		aOK, bOK = aOK && a != nil, bOK && b != nil
+	}
 	if o.AbsentAsEmpty {
-		if _, ok := a.(map[string]any); ok && b == nil {
+		if _, ok := a.(map[string]any); ok && (!bOK || b == nil) {
 			b, bOK = map[string]any{}, true
 		}
-		if _, ok := b.(map[string]any); ok && a == nil {
+		if _, ok := b.(map[string]any); ok && (!aOK || a == nil) {
 			a, aOK = map[string]any{}, true
 		}
 	}
