@@ -1,7 +1,6 @@
 package conversion
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
@@ -195,7 +194,7 @@ func toHubRestoring(spoke, hub any, toHub convertFunc) error {
 	}
 	setAnnotation(acc, "")
 	var ps []preserved
-	if err := decodeNumbers([]byte(data), &ps); err != nil {
+	if err := jsondiff.Unmarshal([]byte(data), &ps); err != nil {
 		return fmt.Errorf("preserving: the annotation %s is not what Preserving wrote: %w", PreservedAnnotation, err)
 	}
 	if err := toHub(spoke, hub); err != nil {
@@ -265,7 +264,7 @@ func objectMap(obj any) (map[string]any, error) {
 		return nil, fmt.Errorf("preserving: encoding %T: %w", obj, err)
 	}
 	var m map[string]any
-	if err := decodeNumbers(b, &m); err != nil {
+	if err := jsondiff.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("preserving: %T is not a JSON object: %w", obj, err)
 	}
 	return m, nil
@@ -354,14 +353,6 @@ func restore(obj map[string]any, p preserved) bool {
 		}
 	}
 	return false
-}
-
-// decodeNumbers decodes b into v, numbers as json.Number, so that an int64
-// is compared and restored exactly.
-func decodeNumbers(b []byte, v any) error {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	return d.Decode(v)
 }
 
 // lookup returns the child of v at seg: a key of an object, or the one

@@ -41,16 +41,26 @@ import (
 // Objects are map[string]any, lists []any. Data after the value is an
 // error.
 func Decode(data []byte) (any, error) {
-	d := json.NewDecoder(bytes.NewReader(data))
-	d.UseNumber()
 	var v any
-	if err := d.Decode(&v); err != nil {
+	if err := Unmarshal(data, &v); err != nil {
 		return nil, err
 	}
-	if _, err := d.Token(); err != io.EOF {
-		return nil, fmt.Errorf("data after the JSON value")
-	}
 	return v, nil
+}
+
+// Unmarshal decodes data, one JSON value, into v as encoding/json does,
+// with every number held in an any a json.Number. Data after the value is
+// an error.
+func Unmarshal(data []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	if err := d.Decode(v); err != nil {
+		return err
+	}
+	if _, err := d.Token(); err != io.EOF {
+		return fmt.Errorf("data after the JSON value")
+	}
+	return nil
 }
 
 // Equal reports whether a and b, values as Decode gives them, are equal:
