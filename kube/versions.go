@@ -91,7 +91,10 @@ type VersionOptions struct {
 // types: only its Rules, columns, descriptions or Go type names differ)
 // takes no functions: give nil for both, with the type arguments, such as
 // kube.NewVersion[OldSpec, OldStatus, Spec, Status]("v1beta1", nil, nil,
-// opts). Resource.CRD checks that its schema, without Rules, is the hub's.
+// opts). Resource.CRD checks that its schema, without Rules, is the hub's
+// (a type that encodes itself, such as a Duration, taken as its
+// kube.Schema, which both versions' Rules give), and returns an error when
+// it differs or can't be compared.
 // When every version is such, the API server converts by setting the
 // apiVersion (the CRD's conversion strategy None) and no webhook is
 // needed; otherwise the webhook converts it through JSON.
