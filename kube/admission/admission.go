@@ -30,7 +30,6 @@ import (
 	"slices"
 	"time"
 
-	"go.opentelemetry.io/contrib/bridges/otelslog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -43,6 +42,7 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/kube/internal/jsondiff"
+	"github.com/z5labs/humus/kube/internal/logattrs"
 	"github.com/z5labs/humus/kube/internal/webhookbody"
 )
 
@@ -321,7 +321,7 @@ func newHandler(s *humus.Setup, kind string, byGVR map[schema.GroupVersionResour
 		propagator: tel.Propagator,
 		reviews:    reviews,
 		duration:   duration,
-		log:        otelslog.NewLogger(scope, otelslog.WithLoggerProvider(tel.LoggerProvider)),
+		log:        logattrs.NewLogger(scope, tel.LoggerProvider),
 	}, nil
 }
 
@@ -420,7 +420,7 @@ func (h *handler) serve(ctx context.Context, span trace.Span, w http.ResponseWri
 	review.Request, review.Response = nil, resp
 	w.Header().Set("Content-Type", "application/json")
 	if err := json.NewEncoder(w).Encode(&review); err != nil {
-		h.log.WarnContext(ctx, "writing an AdmissionReview's response", "uid", req.UID, "error", err)
+		h.log.WarnContext(ctx, "writing an AdmissionReview's response", "uid", string(req.UID), "error", err)
 	}
 	return outcome
 }
