@@ -85,7 +85,15 @@ type VersionOptions struct {
 // Each function fills dst, a new zero object, from src, the whole object:
 // its metadata copied unchanged (dst.ObjectMeta = src.ObjectMeta), as a
 // conversion may change only labels and annotations. A returned error or a
-// panic fails the API server's request, naming the object.
+// panic fails the API server's request, naming the object: a create or
+// update at this version that toHub can't convert (a value the hub can't
+// represent) fails with a 500 Internal Error from the conversion webhook,
+// after the client sent it. Refuse such an object at admission instead,
+// with a CEL rule on this version's types (VersionOptions.Rules, such as
+// TypeRules.Validation), which the API server checks before it converts
+// and answers with a 422 naming the field; conversion.RoundTrip, with
+// fill functions that make only objects the rule admits, then shows that
+// every admitted object converts.
 //
 // A version that encodes as the hub does (the same fields of the same
 // types: only its Rules, columns, descriptions or Go type names differ)

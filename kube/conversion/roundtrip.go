@@ -70,6 +70,14 @@ const maxDiffs = 5
 // Handler names it. A field one version lacks fails the round trip through
 // that version unless the conversions keep it (see Preserving).
 //
+// A conversion that returns an error on an object its version's schema
+// admits fails the API server's write of that object with a 500 from the
+// webhook: when a version can hold what the hub can't (a value out of the
+// hub's range, a form it can't parse), refuse it at admission with a CEL
+// rule on that version's types, and give Funcs fill functions that make
+// only what the rule admits, so RoundTrip proves each admitted object
+// converts.
+//
 // RoundTrip does not import package testing, so that a test fails with its
 // error the way it prefers.
 func RoundTrip[H any](k Kind[H], o RoundTripOptions) error {
