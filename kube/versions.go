@@ -8,6 +8,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 
 	"github.com/z5labs/humus/kube/conversion"
+	"github.com/z5labs/humus/kube/internal/crdschema"
 	"github.com/z5labs/humus/kube/internal/crdversions"
 )
 
@@ -65,7 +66,13 @@ type VersionOptions struct {
 	// Preserving keeps, in an annotation of the version's objects, what
 	// the version cannot hold of the hub's, so that a field only the hub's
 	// version has survives a read and write through this version (see
-	// conversion.Spoke.Preserving).
+	// conversion.Spoke.Preserving). In a list that the hub's schema makes
+	// a map by keys (a field's ListMap, or an upstream type's
+	// x-kubernetes-list-map-keys, such as containers by name), each
+	// element's lost fields are restored onto the element with the same
+	// keys (conversion.Spoke.PreservingWith); any other list's are
+	// restored only when the write left the whole list as it read it, and
+	// are otherwise lost, never moved onto another element.
 	Preserving bool
 }
 
@@ -78,13 +85,24 @@ type VersionOptions struct {
 // Each function fills dst, a new zero object, from src, the whole object:
 // its metadata copied unchanged (dst.ObjectMeta = src.ObjectMeta), as a
 // conversion may change only labels and annotations. A returned error or a
-// panic fails the API server's request, naming the object.
+// panic fails the API server's request, naming the object: a create or
+// update at this version that toHub can't convert (a value the hub can't
+// represent) fails with a 500 Internal Error from the conversion webhook,
+// after the client sent it. Refuse such an object at admission instead,
+// with a CEL rule on this version's types (VersionOptions.Rules, such as
+// TypeRules.Validation), which the API server checks before it converts
+// and answers with a 422 naming the field; conversion.RoundTrip, with
+// fill functions that make only objects the rule admits, then shows that
+// every admitted object converts.
 //
 // A version that encodes as the hub does (the same fields of the same
 // types: only its Rules, columns, descriptions or Go type names differ)
 // takes no functions: give nil for both, with the type arguments, such as
 // kube.NewVersion[OldSpec, OldStatus, Spec, Status]("v1beta1", nil, nil,
-// opts). Resource.CRD checks that its schema, without Rules, is the hub's.
+// opts). Resource.CRD checks that its schema, without Rules, is the hub's
+// (a type that encodes itself, such as a Duration, taken as its
+// kube.Schema, which both versions' Rules give), and returns an error when
+// it differs or can't be compared.
 // When every version is such, the API server converts by setting the
 // apiVersion (the CRD's conversion strategy None) and no webhook is
 // needed; otherwise the webhook converts it through JSON.
@@ -103,10 +121,7 @@ func NewVersion[S, St, Spec, Status any](name string, toHub func(src *Object[S, 
 		toHub = func(src *Object[S, St], dst *Object[Spec, Status]) error { return reencode(src, dst) }
 		fromHub = func(src *Object[Spec, Status], dst *Object[S, St]) error { return reencode(src, dst) }
 	}
-	v.spoke = conversion.NewSpoke(name, toHub, fromHub)
-	if o.Preserving {
-		v.spoke = v.spoke.Preserving()
-	}
+	v.spoke = conversion.NewSpoke(name, toHub, fromHub) // made Preserving by Resource.Conversion, with the hub's list-map keys
 	return v
 }
 
@@ -179,15 +194,38 @@ func (r Resource[Spec, Status]) StorageVersion() string {
 // Versions.
 func (r Resource[Spec, Status]) Conversion() conversion.Kind[Object[Spec, Status]] {
 	k := conversion.Kind[Object[Spec, Status]]{Group: r.Group, Kind: r.Kind, Hub: r.Version}
+	var keys map[string][]string // the hub's list-map keys, reflected once a Preserving version needs them
 	for i, v := range r.Versions {
 		if !v.v.Made {
 			// Named as CRD names it, not as a zero conversion.Spoke.
 			k.Spokes = append(k.Spokes, conversion.InvalidSpoke[Object[Spec, Status]](crdversions.ZeroVersion(i)))
 			continue
 		}
-		k.Spokes = append(k.Spokes, v.spoke)
+		sp := v.spoke
+		if v.opts.Preserving {
+			if keys == nil {
+				keys = r.listMapKeys()
+			}
+			sp = sp.PreservingWith(conversion.PreserveOptions{ListMapKeys: keys})
+		}
+		k.Spokes = append(k.Spokes, sp)
 	}
 	return k
+}
+
+// listMapKeys is the list-map keys of r's own version's schema, as
+// conversion.PreserveOptions takes them; empty (every list kept whole)
+// when r's schema can't be reflected, a mistake CRD names.
+func (r Resource[Spec, Status]) listMapKeys() map[string][]string {
+	crd, err := crdschema.CRD(r.schemaResource())
+	if err != nil {
+		return map[string][]string{}
+	}
+	keys := crdschema.ListMapKeys(crd.Spec.Versions[0].Schema.OpenAPIV3Schema)
+	if keys == nil {
+		keys = map[string][]string{}
+	}
+	return keys
 }
 
 // versionedCRD is CRD for a resource with Versions: its own version's,

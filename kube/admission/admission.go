@@ -33,13 +33,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"reflect"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"time"
 
-	"go.opentelemetry.io/contrib/bridges/otelslog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -51,6 +48,8 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/kube/internal/jsondiff"
+	"github.com/z5labs/humus/kube/internal/logattrs"
 	"github.com/z5labs/humus/kube/internal/webhookbody"
 )
 
@@ -98,8 +97,9 @@ type Defaulting[T any] struct {
 	// defaulter keeps it by default, and so is one Default empties. A
 	// list is patched element by element, by index, as controller-runtime
 	// patches it, so an element's fields T lacks are kept too, unless
-	// Default shortens the list, which is then replaced whole. An error
-	// denies the request. Required.
+	// Default shortens the list, which is then replaced whole. Numbers are
+	// compared and patched exactly, every digit of an int64 or uint64
+	// kept. An error denies the request. Required.
 	Default func(ctx context.Context, obj *T) error
 }
 
@@ -328,7 +328,7 @@ func newHandler(s *humus.Setup, kind string, byGVR map[schema.GroupVersionResour
 		propagator: tel.Propagator,
 		reviews:    reviews,
 		duration:   duration,
-		log:        otelslog.NewLogger(scope, otelslog.WithLoggerProvider(tel.LoggerProvider)),
+		log:        logattrs.NewLogger(scope, tel.LoggerProvider),
 	}, nil
 }
 
@@ -427,7 +427,7 @@ func (h *handler) serve(ctx context.Context, span trace.Span, w http.ResponseWri
 	review.Request, review.Response = nil, resp
 	w.Header().Set("Content-Type", "application/json")
 	if err := json.NewEncoder(w).Encode(&review); err != nil {
-		h.log.WarnContext(ctx, "writing an AdmissionReview's response", "uid", req.UID, "error", err)
+		h.log.WarnContext(ctx, "writing an AdmissionReview's response", "uid", string(req.UID), "error", err)
 	}
 	return outcome
 }
@@ -456,9 +456,13 @@ func patch(raw, before, after []byte) ([]byte, error) {
 		v    *any
 		what string
 	}{{raw, &o, "object"}, {before, &b, "decoded object"}, {after, &a, "defaulted object"}} {
-		if err := sigsjson.UnmarshalCaseSensitivePreserveInts(d.data, d.v); err != nil {
+		// Numbers as their text (jsondiff.Decode), compared exactly and
+		// patched with every digit.
+		v, err := jsondiff.Decode(d.data)
+		if err != nil {
 			return nil, &denied{code: http.StatusInternalServerError, err: fmt.Errorf("decoding the %s: %w", d.what, err)}
 		}
+		*d.v = v
 	}
 	var ops []op
 	diff("", o, b, a, &ops)
@@ -471,17 +475,21 @@ func patch(raw, before, after []byte) ([]byte, error) {
 // diff appends to ops what Default changed at path, from before b to
 // after a, as operations on o, the object as it came.
 func diff(path string, o, b, a any, ops *[]op) {
-	if reflect.DeepEqual(b, a) || a == nil {
+	if jsondiff.Equal(b, a) || a == nil {
 		return // unchanged, or emptied: no removal
 	}
 	if ol, ok := o.([]any); ok {
 		// A list Default lengthened or kept its length is diffed element
 		// by element, by index, as controller-runtime's defaulter's
 		// patch (gomodules.xyz/jsonpatch) diffs it, so that an element's
-		// fields T lacks are kept; one it shortened is replaced whole.
+		// fields T lacks are kept; one it shortened is replaced whole
+		// (jsondiff.Pair: the object as it came and as T decoded it pair
+		// ByIndex, T's before and after Default Appended).
 		bl, bok := b.([]any)
 		al, aok := a.([]any)
-		if bok && aok && len(ol) == len(bl) && len(al) >= len(bl) {
+		_, came := jsondiff.Pair(ol, bl, nil, jsondiff.ByIndex)
+		_, defaulted := jsondiff.Pair(bl, al, nil, jsondiff.Appended)
+		if bok && aok && came && defaulted {
 			for i := range bl {
 				diff(fmt.Sprintf("%s/%d", path, i), ol[i], bl[i], al[i], ops)
 			}
@@ -504,10 +512,10 @@ func diff(path string, o, b, a any, ops *[]op) {
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		if reflect.DeepEqual(bm[k], am[k]) {
+		if jsondiff.Equal(bm[k], am[k]) {
 			continue
 		}
-		p := path + "/" + strings.NewReplacer("~", "~0", "/", "~1").Replace(k)
+		p := jsondiff.Pointer(path, k)
 		if ov, ok := om[k]; ok {
 			diff(p, ov, bm[k], am[k], ops)
 		} else {

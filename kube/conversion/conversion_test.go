@@ -197,6 +197,18 @@ func TestAPanicOrAnErrorInAConversionFailsTheReviewNamingEachObject(t *testing.T
 		logged = append(logged, r.Severity().String()+" "+r.Body().AsString())
 	}
 	require.Equal(t, []string{"ERROR a conversion function panicked", "WARN a ConversionReview failed"}, logged)
+	// Each attribute reaches the OTel log bridge as what it is: the uid a
+	// string, not "unhandled: (types.UID) …".
+	for _, r := range tel.Records() {
+		r.WalkAttributes(func(kv attribute.KeyValue) bool {
+			require.NotContains(t, kv.Value.Emit(), "unhandled", "attribute %s of %q", kv.Key, r.Body().AsString())
+			if kv.Key == "uid" {
+				require.Equal(t, attribute.STRING, kv.Value.Type())
+				require.Equal(t, "705ab4f5-6393-11e8-b7cc-42010a800002", kv.Value.AsString())
+			}
+			return true
+		})
+	}
 
 	counts := map[string]int64{}
 	m, ok := tel.Metric("github.com/z5labs/humus/kube/conversion", "humus.kube.conversion.objects")

@@ -56,7 +56,15 @@
 // A field only the hub's version has is lost on its way through a spoke
 // unless the spoke is Preserving: it keeps what the spoke cannot hold in
 // the annotation PreservedAnnotation and restores it on the way back, but
-// not over a value the write through the spoke changed.
+// not over a value the write through the spoke changed. In a list, it is
+// restored only onto the same element: one with the same list-map keys
+// (PreservingWith; package kube gives a Resource's from its schema), or,
+// in a list without keys, only when the write left the whole list as it
+// was read; otherwise it is lost, never moved onto another element.
+//
+// RoundTrip compares numbers exactly (an int64 above 2^53 that came back
+// rounded is a difference), with the list and number rules Preserving and
+// package admission's patch use.
 //
 // # How the pieces will connect (a design note)
 //

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/contrib/bridges/otelslog"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -26,6 +25,7 @@ import (
 	sigsjson "sigs.k8s.io/json"
 
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/kube/internal/logattrs"
 	"github.com/z5labs/humus/kube/internal/webhookbody"
 )
 
@@ -129,7 +129,7 @@ func Handler(s *humus.Setup, kinds ...Registration) (http.Handler, error) {
 		propagator: tel.Propagator,
 		objects:    objects,
 		duration:   duration,
-		log:        otelslog.NewLogger(scope, otelslog.WithLoggerProvider(tel.LoggerProvider)),
+		log:        logattrs.NewLogger(scope, tel.LoggerProvider),
 	}, nil
 }
 
@@ -176,11 +176,11 @@ func (h *handler) serve(ctx context.Context, span trace.Span, w http.ResponseWri
 	if review.Response.Result.Status == metav1.StatusFailure {
 		span.SetStatus(codes.Error, review.Response.Result.Message)
 		h.log.WarnContext(ctx, "a ConversionReview failed",
-			"uid", req.UID, "desiredAPIVersion", req.DesiredAPIVersion, "message", review.Response.Result.Message)
+			"uid", string(req.UID), "desiredAPIVersion", req.DesiredAPIVersion, "message", review.Response.Result.Message)
 	}
 	w.Header().Set("Content-Type", "application/json")
 	if err := json.NewEncoder(w).Encode(&review); err != nil {
-		h.log.WarnContext(ctx, "writing a ConversionReview's response", "uid", req.UID, "error", err)
+		h.log.WarnContext(ctx, "writing a ConversionReview's response", "uid", string(req.UID), "error", err)
 	}
 	return review.Response.Result.Status
 }

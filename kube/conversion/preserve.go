@@ -1,15 +1,16 @@
 package conversion
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"reflect"
-	"sort"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	sigsjson "sigs.k8s.io/json"
+
+	"github.com/z5labs/humus/kube/internal/jsondiff"
 )
 
 // PreservedAnnotation is the annotation in which a Preserving spoke keeps
@@ -20,9 +21,30 @@ const PreservedAnnotation = "conversion.humus.z5labs.dev/preserved"
 // had it, and as the spoke's conversion back to the hub gives it (the
 // base). A nil value or base is the path absent.
 type preserved struct {
-	Path  []any            `json:"path"` // object keys (strings) and list indices (numbers)
+	// Path is object keys (strings) and, in a list with list-map keys, an
+	// element named by its keys' values (an object of them). A list
+	// without keys is never descended into: its path is the list's. (A
+	// number, a list index, is only in annotations written before list
+	// elements were named by keys, and is never restored.)
+	Path  []any            `json:"path"`
 	Base  *json.RawMessage `json:"base,omitempty"`
 	Value *json.RawMessage `json:"value,omitempty"`
+}
+
+// PreserveOptions tune Spoke.PreservingWith. The zero value is Preserving.
+type PreserveOptions struct {
+	// ListMapKeys are the list-map keys of the hub's lists of objects
+	// whose elements are named by keys, as the CRD's schema gives them
+	// (x-kubernetes-list-type: map and x-kubernetes-list-map-keys): each
+	// list's path, its JSON field names from the object's root joined by
+	// dots with [] for an element of an enclosing list (spec.members,
+	// spec.groups[].members), to the JSON names of its key fields (name,
+	// or port and protocol). In such a list, what the spoke lost of an
+	// element is kept per element, named by its keys, and restored onto
+	// the element with the same keys wherever the write moved it; any
+	// other list is kept whole (see Preserving). Package kube's
+	// Resource.Conversion fills them from the hub's reflected schema.
+	ListMapKeys map[string][]string
 }
 
 // Preserving returns sp, keeping in the spoke's objects what its version
@@ -46,6 +68,19 @@ type preserved struct {
 // the hub has is restored, and a value the spoke's field clamps, rounds or
 // cannot spell is restored unless the write changed that field.
 //
+// A list is kept whole unless its elements are named by keys: its path is
+// the list's, its value and base the whole lists, so it is restored only
+// when the write left the whole list as the spoke gave it; a write that
+// removes, adds, reorders or changes any element of it loses what the
+// spoke could not hold of every element, rather than move one element's
+// value onto another (a list index does not prove an element is the same
+// one). In a list with list-map keys, given to PreservingWith, each
+// element's lost fields are kept apart, named by its keys, and restored
+// onto the element with the same keys wherever the write put it. So a
+// hub-only zone of members [a, b], written back through the spoke as [b],
+// is restored to b when members is a list-map keyed by name, and is lost
+// otherwise: lost is better than wrong.
+//
 // The merge is per path, where the two objects differ, not per field of
 // the Go types: a hub-only field whose meaning depends on another field
 // the write changed (a digest of an image whose tag the write changed) is
@@ -68,15 +103,37 @@ type preserved struct {
 // it loses the preserved values, as a client of the old version never
 // knew them.
 func (sp Spoke[H]) Preserving() Spoke[H] {
+	return sp.PreservingWith(PreserveOptions{})
+}
+
+// PreservingWith is Preserving, with the list-map keys of o.ListMapKeys:
+// what the spoke lost of an element of such a list is kept per element,
+// named by its keys' values, and restored onto the element with the same
+// keys however a write through the spoke reordered, removed or added
+// elements around it (and not at all when the write removed the element,
+// or changed its keys). A list's keys are used only where every element
+// of the list, as the hub has it and as the spoke gives it back, has a
+// scalar value for each key, no two elements share them, and both hold
+// the same elements in the same order; else the list is kept whole, as
+// Preserving keeps a list without keys.
+func (sp Spoke[H]) PreservingWith(o PreserveOptions) Spoke[H] {
 	if !sp.made || sp.toHub == nil || sp.fromHub == nil {
 		return sp // Handler and RoundTrip name the mistake
 	}
 	toHub, fromHub := sp.toHub, sp.fromHub
+	opts := jsondiff.Options{Lists: jsondiff.Whole}
+	if len(o.ListMapKeys) > 0 {
+		keys := make(map[string][]string, len(o.ListMapKeys))
+		for path, ks := range o.ListMapKeys {
+			keys[path] = slices.Clone(ks)
+		}
+		opts.ListMapKeys = func(path string) []string { return keys[path] }
+	}
 	sp.fromHub = func(src, dst any) error {
 		if err := fromHub(src, dst); err != nil {
 			return err
 		}
-		return preserveLost(src, dst, toHub, new(H))
+		return preserveLost(src, dst, toHub, new(H), opts)
 	}
 	sp.toHub = func(src, dst any) error { return toHubRestoring(src, dst, toHub) }
 	return sp
@@ -86,7 +143,7 @@ func (sp Spoke[H]) Preserving() Spoke[H] {
 // what its version lost of hub: each path where spoke, converted back
 // into back (a new hub object) with toHub, differs from hub, in the
 // spoke's PreservedAnnotation. No difference, no annotation.
-func preserveLost(hub, spoke any, toHub convertFunc, back any) error {
+func preserveLost(hub, spoke any, toHub convertFunc, back any, opts jsondiff.Options) error {
 	acc, err := meta.Accessor(spoke)
 	if err != nil {
 		return fmt.Errorf("preserving: the spoke %T has no metadata: %w", spoke, err)
@@ -109,7 +166,9 @@ func preserveLost(hub, spoke any, toHub convertFunc, back any) error {
 		delete(m, "metadata")
 	}
 	var ps []preserved
-	diffPaths(nil, want, true, got, true, &ps)
+	jsondiff.Diff(want, got, opts, func(c jsondiff.Change) {
+		ps = append(ps, preserved{Path: c.Path, Base: raw(c.B, c.BOK), Value: raw(c.A, c.AOK)})
+	})
 	if len(ps) == 0 {
 		return nil
 	}
@@ -135,7 +194,7 @@ func toHubRestoring(spoke, hub any, toHub convertFunc) error {
 	}
 	setAnnotation(acc, "")
 	var ps []preserved
-	if err := json.Unmarshal([]byte(data), &ps); err != nil {
+	if err := jsondiff.Unmarshal([]byte(data), &ps); err != nil {
 		return fmt.Errorf("preserving: the annotation %s is not what Preserving wrote: %w", PreservedAnnotation, err)
 	}
 	if err := toHub(spoke, hub); err != nil {
@@ -205,52 +264,10 @@ func objectMap(obj any) (map[string]any, error) {
 		return nil, fmt.Errorf("preserving: encoding %T: %w", obj, err)
 	}
 	var m map[string]any
-	if err := decodeNumbers(b, &m); err != nil {
+	if err := jsondiff.Unmarshal(b, &m); err != nil {
 		return nil, fmt.Errorf("preserving: %T is not a JSON object: %w", obj, err)
 	}
 	return m, nil
-}
-
-// diffPaths appends to ps each path under path where want (the hub's) and
-// got (the spoke's, converted back) differ; an ok false is the path
-// absent. Objects are descended into; lists of one length too.
-func diffPaths(path []any, want any, wantOK bool, got any, gotOK bool, ps *[]preserved) {
-	if wantOK && gotOK {
-		switch w := want.(type) {
-		case map[string]any:
-			if g, ok := got.(map[string]any); ok {
-				keys := make([]string, 0, len(w)+len(g))
-				for k := range w {
-					keys = append(keys, k)
-				}
-				for k := range g {
-					if _, ok := w[k]; !ok {
-						keys = append(keys, k)
-					}
-				}
-				sort.Strings(keys)
-				for _, k := range keys {
-					wv, wok := w[k]
-					gv, gok := g[k]
-					diffPaths(append(path[:len(path):len(path)], k), wv, wok, gv, gok, ps)
-				}
-				return
-			}
-		case []any:
-			if g, ok := got.([]any); ok && len(w) == len(g) {
-				for i := range w {
-					diffPaths(append(path[:len(path):len(path)], i), w[i], true, g[i], true, ps)
-				}
-				return
-			}
-		}
-		if reflect.DeepEqual(want, got) {
-			return
-		}
-	} else if !wantOK && !gotOK {
-		return
-	}
-	*ps = append(*ps, preserved{Path: path, Base: raw(got, gotOK), Value: raw(want, wantOK)})
 }
 
 // raw returns v as JSON, or nil when absent.
@@ -264,7 +281,11 @@ func raw(v any, ok bool) *json.RawMessage {
 }
 
 // restore sets p's path in obj to p's value, or removes it, when its value
-// there equals p's base, and reports whether it did.
+// there equals p's base, and reports whether it did. An element of a list
+// is found by its keys' values (a path segment that is an object of them);
+// a list index, which can't prove the element is the one the value was
+// kept from, is never followed; and a list's element is never added or
+// removed.
 func restore(obj map[string]any, p preserved) bool {
 	if len(p.Path) == 0 {
 		return false
@@ -294,16 +315,18 @@ func restore(obj map[string]any, p preserved) bool {
 		return false
 	}
 	if ok {
-		var base any
-		if err := decodeNumbers(*p.Base, &base); err != nil || !reflect.DeepEqual(base, cur) {
+		base, err := jsondiff.Decode(*p.Base)
+		if err != nil || !jsondiff.Equal(base, cur) {
 			return false
 		}
 	}
 	var value any
 	if p.Value != nil {
-		if err := decodeNumbers(*p.Value, &value); err != nil {
+		v, err := jsondiff.Decode(*p.Value)
+		if err != nil {
 			return false
 		}
+		value = v
 	}
 	switch c := parent.(type) {
 	case map[string]any:
@@ -318,26 +341,22 @@ func restore(obj map[string]any, p preserved) bool {
 		}
 		return true
 	case []any:
-		i, isIndex := index(last)
-		if !isIndex || i >= len(c) || p.Value == nil {
+		sel, isSel := last.(map[string]any)
+		if !isSel || p.Value == nil || !jsondiff.Matches(value, sel) {
 			return false
 		}
-		c[i] = value
-		return true
+		for i, e := range c {
+			if jsondiff.Matches(e, sel) {
+				c[i] = value
+				return true
+			}
+		}
 	}
 	return false
 }
 
-// decodeNumbers decodes b into v, numbers as json.Number, so that an int64
-// is compared and restored exactly.
-func decodeNumbers(b []byte, v any) error {
-	d := json.NewDecoder(bytes.NewReader(b))
-	d.UseNumber()
-	return d.Decode(v)
-}
-
-// lookup returns the child of v at seg, a key of an object or an index of
-// a list.
+// lookup returns the child of v at seg: a key of an object, or the one
+// element of a list with the keys' values seg names.
 func lookup(v, seg any) (any, bool) {
 	switch c := v.(type) {
 	case map[string]any:
@@ -348,23 +367,17 @@ func lookup(v, seg any) (any, bool) {
 		child, ok := c[key]
 		return child, ok
 	case []any:
-		i, ok := index(seg)
-		if !ok || i >= len(c) {
+		sel, ok := seg.(map[string]any)
+		if !ok {
 			return nil, false
 		}
-		return c[i], true
+		found, n := any(nil), 0
+		for _, e := range c {
+			if jsondiff.Matches(e, sel) {
+				found, n = e, n+1
+			}
+		}
+		return found, n == 1
 	}
 	return nil, false
-}
-
-// index returns seg as a list index: an int, or a float64 as JSON decodes
-// one.
-func index(seg any) (int, bool) {
-	switch n := seg.(type) {
-	case int:
-		return n, n >= 0
-	case float64:
-		return int(n), n >= 0 && n == float64(int(n))
-	}
-	return 0, false
 }

@@ -4,11 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"runtime/debug"
 	"slices"
-	"sort"
-	"strconv"
 	"strings"
 
 	metafuzzer "k8s.io/apimachinery/pkg/apis/meta/fuzzer"
@@ -16,6 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/serializer"
 	sigsjson "sigs.k8s.io/json"
 	"sigs.k8s.io/randfill"
+
+	"github.com/z5labs/humus/kube/internal/jsondiff"
 )
 
 // RoundTripOptions tunes RoundTrip. The zero value is usable.
@@ -45,7 +44,13 @@ const maxDiffs = 5
 // round-trip tests fill them) converted to the hub and back, and fuzzed
 // objects of the hub converted to the spoke and back, must come back equal,
 // compared as JSON (what the API server stores and serves), apiVersion and
-// kind aside, which the Handler sets. It calls the functions k's Handler
+// kind aside, which the Handler sets. Numbers are compared exactly, as
+// their JSON text's values, never as float64: an int64 above 2^53 that
+// came back rounded (through a float64 field, say) is a difference, as it
+// is on the wire. A null and an absent field are alike; lists are
+// compared element by element, by index, when they have one length, and
+// whole otherwise (internal/jsondiff's rules, which Preserving and
+// package admission's patch share). It calls the functions k's Handler
 // serves, so what is tested is what is served, and is meant for a unit
 // test:
 //
@@ -64,6 +69,14 @@ const maxDiffs = 5
 // values, or the error or panic of a conversion; and every mistake in k as
 // Handler names it. A field one version lacks fails the round trip through
 // that version unless the conversions keep it (see Preserving).
+//
+// A conversion that returns an error on an object its version's schema
+// admits fails the API server's write of that object with a 500 from the
+// webhook: when a version can hold what the hub can't (a value out of the
+// hub's range, a form it can't parse), refuse it at admission with a CEL
+// rule on that version's types, and give Funcs fill functions that make
+// only what the rule admits, so RoundTrip proves each admitted object
+// converts.
 //
 // RoundTrip does not import package testing, so that a test fails with its
 // error the way it prefers.
@@ -126,11 +139,14 @@ func roundTrip(newSrc, newMid func() any, f *randfill.Filler, there, back conver
 	if err != nil {
 		return fmt.Errorf("encoding the result: %w", err)
 	}
-	var a, b any
-	if err := json.Unmarshal(before, &a); err != nil {
+	// Decoded with exact numbers: an int64 above 2^53 that came back
+	// rounded is a difference, as it is on the wire.
+	a, err := jsondiff.Decode(before)
+	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(after, &b); err != nil {
+	b, err := jsondiff.Decode(after)
+	if err != nil {
 		return err
 	}
 	for _, m := range []any{a, b} {
@@ -140,7 +156,11 @@ func roundTrip(newSrc, newMid func() any, f *randfill.Filler, there, back conver
 		}
 	}
 	var diffs []string
-	jsonDiff("", a, b, &diffs)
+	// An absent map is compared as an empty one, so that a lost key is
+	// named rather than its map; a null is absent.
+	jsondiff.Diff(a, b, jsondiff.Options{Lists: jsondiff.ByIndex, AbsentAsEmpty: true, NullAsAbsent: true}, func(c jsondiff.Change) {
+		diffs = append(diffs, fmt.Sprintf("%s: sent %s, got %s", c.Path, short(c.A, c.AOK), short(c.B, c.BOK)))
+	})
 	if len(diffs) == 0 {
 		return nil
 	}
@@ -162,55 +182,9 @@ func callSafe(f convertFunc, src, dst any) (err error) {
 	return f(src, dst)
 }
 
-// jsonDiff appends to diffs, in order of path, each path under path where a
-// (what was sent) and b (what came back) differ, with both values.
-func jsonDiff(path string, a, b any, diffs *[]string) {
-	// An absent map is compared as an empty one, so that a lost key is
-	// named rather than its map.
-	if _, ok := a.(map[string]any); ok && b == nil {
-		b = map[string]any{}
-	}
-	if _, ok := b.(map[string]any); ok && a == nil {
-		a = map[string]any{}
-	}
-	switch a := a.(type) {
-	case map[string]any:
-		if b, ok := b.(map[string]any); ok {
-			keys := make([]string, 0, len(a)+len(b))
-			for k := range a {
-				keys = append(keys, k)
-			}
-			for k := range b {
-				if _, ok := a[k]; !ok {
-					keys = append(keys, k)
-				}
-			}
-			sort.Strings(keys)
-			for _, k := range keys {
-				p := k
-				if path != "" {
-					p = path + "." + k
-				}
-				jsonDiff(p, a[k], b[k], diffs)
-			}
-			return
-		}
-	case []any:
-		if b, ok := b.([]any); ok && len(a) == len(b) {
-			for i := range a {
-				jsonDiff(path+"["+strconv.Itoa(i)+"]", a[i], b[i], diffs)
-			}
-			return
-		}
-	}
-	if !reflect.DeepEqual(a, b) {
-		*diffs = append(*diffs, fmt.Sprintf("%s: sent %s, got %s", path, short(a), short(b)))
-	}
-}
-
 // short returns v as JSON, cut to 80 bytes; absent for a missing value.
-func short(v any) string {
-	if v == nil {
+func short(v any, ok bool) string {
+	if !ok || v == nil {
 		return "absent"
 	}
 	b, _ := json.Marshal(v)

@@ -28,7 +28,6 @@ import (
 	"strings"
 	"time"
 
-	"go.opentelemetry.io/contrib/bridges/otelslog"
 	"golang.org/x/sync/singleflight"
 	authnv1 "k8s.io/api/authentication/v1"
 	authzv1 "k8s.io/api/authorization/v1"
@@ -39,6 +38,7 @@ import (
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/internal/logattrs"
 )
 
 // The reviews' timeout and caches. They are controller-runtime's
@@ -123,8 +123,7 @@ func Handler(s *humus.Setup, c *kube.Client, next http.Handler) (http.Handler, e
 	if err != nil {
 		return nil, fmt.Errorf("delegatedauth: the SubjectAccessReview client: %w", err)
 	}
-	log := otelslog.NewLogger("github.com/z5labs/humus/kube/delegatedauth",
-		otelslog.WithLoggerProvider(s.Telemetry.WithNoops().LoggerProvider))
+	log := logattrs.NewLogger("github.com/z5labs/humus/kube/delegatedauth", s.Telemetry.WithNoops().LoggerProvider)
 	return &handler{
 		tokens:    authn.TokenReviews(),
 		reviews:   authz.SubjectAccessReviews(),

@@ -65,7 +65,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"go.opentelemetry.io/contrib/bridges/otelslog"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsclient "k8s.io/apiextensions-apiserver/pkg/client/clientset/clientset"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -76,6 +75,7 @@ import (
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/httpserver"
 	"github.com/z5labs/humus/kube"
+	"github.com/z5labs/humus/kube/internal/logattrs"
 )
 
 // The periods, and the Secret's CA key. The defaults are cert-manager's
@@ -283,8 +283,7 @@ func newCerts(tel humus.Telemetry, kc kubernetes.Interface, ext apiextensionscli
 	forced, force := context.WithCancel(context.Background())
 	c := &Certs{
 		cfg: cfg, kc: kc, ext: ext,
-		log: otelslog.NewLogger("github.com/z5labs/humus/kube/webhookcert",
-			otelslog.WithLoggerProvider(tel.WithNoops().LoggerProvider)).With(
+		log: logattrs.NewLogger("github.com/z5labs/humus/kube/webhookcert", tel.WithNoops().LoggerProvider).With(
 			"k8s.namespace.name", cfg.Namespace, "k8s.secret.name", cfg.Secret),
 		now:     time.Now,
 		newCA:   httpserver.NewAuthority,

@@ -59,15 +59,16 @@ func ZeroVersion(i int) error {
 // every other version added, and spec.conversion; or an error naming every
 // mistake, with a nil CRD.
 func CRD(r Resource) (*apiextensionsv1.CustomResourceDefinition, error) {
-	crd, err := crdschema.CRD(r.Hub)
+	crd, hubErr := crdschema.CRD(r.Hub)
 	var errs []error
-	if err != nil {
-		errs = append(errs, err)
+	if hubErr != nil {
+		errs = append(errs, hubErr)
 	}
 	if len(r.Versions) == 0 {
 		errs = append(errs, errors.New("kube: Resource.ConversionWebhook is set, but the Resource has no Versions to convert"))
 	}
 	var hubShape *apiextensionsv1.CustomResourceDefinition // reflected once a version needs it
+	var hubShapeErr error
 	hub := r.Hub.Version
 
 	seen := map[string]string{hub: "the Resource's own Version"}
@@ -95,10 +96,18 @@ func CRD(r Resource) (*apiextensionsv1.CustomResourceDefinition, error) {
 			continue
 		}
 		if v.Identity {
-			if hubShape == nil {
-				hubShape, _ = crdschema.CRD(shapeOf(r.Hub, r.Hub.Spec, r.Hub.Status, r.Hub.Object))
+			if hubShape == nil && hubShapeErr == nil {
+				hubShape, hubShapeErr = crdschema.CRD(shapeOf(r.Hub, r.Hub.Spec, r.Hub.Status, r.Hub.Object, r.Hub.Rules))
 			}
-			if shape, err := crdschema.CRD(shapeOf(r.Hub, v.Spec, v.Status, v.Object)); err == nil && hubShape != nil && !sameShape(hubShape, shape) {
+			shape, err := crdschema.CRD(shapeOf(r.Hub, v.Spec, v.Status, v.Object, v.Rules))
+			switch {
+			case hubShapeErr != nil && hubErr != nil:
+				// The hub's own reflection failed, which is named above.
+			case hubShapeErr != nil || err != nil:
+				// Never a CRD whose versions can't be shown to encode
+				// alike: the API server would drop what one lacks.
+				errs = append(errs, fmt.Errorf("%s has no conversion functions, so it must encode as the hub %s does, but its schema can't be compared with %s's (%v): give NewVersion its toHub and fromHub", at, hub, hub, errors.Join(hubShapeErr, err)))
+			case !sameShape(hubShape, shape):
 				errs = append(errs, fmt.Errorf("%s has no conversion functions, so it must encode as the hub %s does, but its Spec %s or Status %s has other fields or types than %s's: give NewVersion its toHub and fromHub", at, hub, v.Spec, v.Status, hub))
 			}
 		} else {
@@ -193,7 +202,7 @@ func (r Resource) conversion(webhook bool) (*apiextensionsv1.CustomResourceConve
 // reflection options. The Resource's names are checked once, with its own
 // version, so v's are placeholders, replaced.
 func (v Version) schemaResource(hub crdschema.Resource) crdschema.Resource {
-	r := shapeOf(hub, v.Spec, v.Status, v.Object)
+	r := shapeOf(hub, v.Spec, v.Status, v.Object, nil)
 	r.Rules = v.Rules
 	r.Columns = v.Columns
 	r.SelectableFields = v.SelectableFields
@@ -202,14 +211,22 @@ func (v Version) schemaResource(hub crdschema.Resource) crdschema.Resource {
 }
 
 // shapeOf is the crdschema.Resource of the types alone, with placeholder
-// names and no Rules, reflected with hub's OmitUpstreamDescriptions and
-// EmbeddedObjectMeta: its schema is their fields and types, which two
-// versions that encode alike share.
-func shapeOf(hub crdschema.Resource, spec, status, object reflect.Type) crdschema.Resource {
+// names, reflected with hub's OmitUpstreamDescriptions and
+// EmbeddedObjectMeta, and of rules only the whole schemas of the types that
+// encode themselves (kube.Schema), which can't be reflected without them:
+// its schema is their fields and types, which two versions that encode
+// alike share.
+func shapeOf(hub crdschema.Resource, spec, status, object reflect.Type, rules []crdschema.Rules) crdschema.Resource {
+	var schemas []crdschema.Rules
+	for _, r := range rules {
+		if r.Schema != nil {
+			schemas = append(schemas, crdschema.Rules{Type: r.Type, Schema: r.Schema})
+		}
+	}
 	return crdschema.Resource{
 		Group: "versions.kube.invalid", Version: "v1", Kind: "Version", Plural: "versions", Scope: "Namespaced",
 		OmitUpstreamDescriptions: hub.OmitUpstreamDescriptions, EmbeddedObjectMeta: hub.EmbeddedObjectMeta,
-		Spec: spec, Status: status, Object: object,
+		Spec: spec, Status: status, Object: object, Rules: schemas,
 	}
 }
 

@@ -210,3 +210,48 @@ func TestVersionMistakesAreNamedInOneError(t *testing.T) {
 		"kube: Resource.ConversionWebhook has a URL and a Service (Namespace, Name, Port, Path): give one",
 	}, msgs)
 }
+
+// duration encodes itself, as a string such as "1m30s": its schema is a
+// kube.Schema, and reflection without Rules refuses it.
+type duration struct{ d int64 }
+
+func (d duration) MarshalJSON() ([]byte, error)  { return []byte(`"1s"`), nil }
+func (d *duration) UnmarshalJSON(b []byte) error { return nil }
+
+type (
+	timedSpec struct {
+		Timeout duration `json:"timeout"`
+		Color   string   `json:"color,omitempty"`
+	}
+	// timedV1beta1Spec lacks timedSpec's color.
+	timedV1beta1Spec struct {
+		Timeout duration `json:"timeout"`
+	}
+)
+
+// TestAVersionWithoutFunctionsMustEncodeAlikeWhenTheHubNeedsASchema: the
+// hub's timeout needs a kube.Schema, so its types don't reflect without
+// Rules; v1beta1, without functions, lacks the hub's color all the same,
+// and is refused as a version of types that reflect alone is.
+func TestAVersionWithoutFunctionsMustEncodeAlikeWhenTheHubNeedsASchema(t *testing.T) {
+	schema := crdschema.Rules{Type: reflect.TypeFor[duration](), Schema: &apiextensionsv1.JSONSchemaProps{Type: "string"}}
+	v1beta1 := version[timedV1beta1Spec, widgetStatus]("v1beta1", false)
+	v1beta1.Rules = []crdschema.Rules{schema}
+	alike := version[timedSpec, widgetStatus]("v1alpha1", false)
+	alike.Rules = []crdschema.Rules{schema}
+	r := Resource{
+		Hub: crdschema.Resource{
+			Group: "example.com", Version: "v2", Kind: "Timed", Plural: "timeds", Scope: "Namespaced",
+			Rules: []crdschema.Rules{schema},
+			Spec:  reflect.TypeFor[timedSpec](), Status: reflect.TypeFor[widgetStatus](), Object: reflect.TypeFor[object[timedSpec, widgetStatus]](),
+		},
+		Versions: []Version{alike},
+	}
+	crd, err := CRD(r)
+	require.NoError(t, err, "a version of the hub's types, with the same Schema, encodes alike")
+	require.Equal(t, apiextensionsv1.NoneConverter, crd.Spec.Conversion.Strategy)
+
+	r.Versions = []Version{v1beta1}
+	_, err = CRD(r)
+	require.EqualError(t, err, "kube: Resource.Versions[0] (v1beta1, *crdversions.object[github.com/z5labs/humus/kube/internal/crdversions.timedV1beta1Spec,github.com/z5labs/humus/kube/internal/crdversions.widgetStatus]) has no conversion functions, so it must encode as the hub v2 does, but its Spec crdversions.timedV1beta1Spec or Status crdversions.widgetStatus has other fields or types than v2's: give NewVersion its toHub and fromHub")
+}

@@ -23,7 +23,9 @@
 //     Versions in their order; exactly one version is stored: the one
 //     Version whose Storage is set, or else the resource's own.
 //   - A version without conversion functions has the hub's schema, without
-//     rules (its spec and status encode alike), and the conversion
+//     rules but for the whole schemas of types that encode themselves
+//     (its spec and status encode alike), or is refused, also when that
+//     can't be compared; and the conversion
 //     strategy is None only when every version is such; then no webhook is
 //     given, and otherwise one is required.
 //

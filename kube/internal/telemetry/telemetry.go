@@ -28,6 +28,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/z5labs/humus/kube/internal/logattrs"
 )
 
 // Scope is the instrumentation scope of everything package kube records
@@ -75,7 +77,7 @@ func New(t humus.Telemetry, name string, v int) (*Telemetry, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := timeHandler{otelslog.NewHandler(Scope, otelslog.WithLoggerProvider(lp))}
+	h := logattrs.Handler(otelslog.NewHandler(Scope, otelslog.WithLoggerProvider(lp))) // times as RFC 3339, named types as what they are
 	return &Telemetry{
 		name:    name,
 		tracer:  tp.Tracer(Scope),
