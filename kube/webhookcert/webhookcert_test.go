@@ -161,22 +161,32 @@ func mustCRD(t *testing.T, ext *extfake.Clientset) *apiextensionsv1.CustomResour
 	return got
 }
 
+// shortLived returns Certs on fakes, as fakes does, whose certificates are
+// valid 3 minutes and due for renewal 5 seconds after they are made, with
+// a CheckInterval of a second, checked once: the Secret created, its CA
+// injected.
+func shortLived(t *testing.T) (*Certs, *fake.Clientset, *extfake.Clientset) {
+	t.Helper()
+	cfg := config()
+	cfg.Validity, cfg.RenewBefore, cfg.CheckInterval = 3*time.Minute, 3*time.Minute-5*time.Second, time.Second
+	c, kc, ext := fakes(t, cfg, crd())
+	_, err := c.Check(context.Background())
+	require.NoError(t, err)
+	return c, kc, ext
+}
+
 // A renewal is made in two steps: the next certificate's CA joins the
 // caBundle, and the next certificate is served only Propagation after;
 // the old CA stays in the bundle until it expires.
 func TestARenewalIsServedOnlyPropagationAfterItsCAIsTrusted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := config()
-		cfg.Validity, cfg.RenewBefore, cfg.CheckInterval = 3*time.Minute, 3*time.Minute-5*time.Second, time.Second
-		c, kc, ext := fakes(t, cfg, crd())
+		c, kc, ext := shortLived(t)
 		ctx := context.Background()
-		_, err := c.Check(ctx)
-		require.NoError(t, err)
 		first := served(t, c)
 		require.Len(t, certs(t, caBundle(t, ext)), 1)
 
 		time.Sleep(6 * time.Second) // due
-		_, err = c.Check(ctx)
+		_, err := c.Check(ctx)
 		require.NoError(t, err)
 		sec := secret(t, kc)
 		require.NotEmpty(t, sec.Data[NextCertKey], "the next certificate is kept beside the current")
@@ -464,14 +474,10 @@ func TestAnExpiredCertificateMakesTheReplicaUnhealthyAtOnce(t *testing.T) {
 // left as it is.
 func TestABrokenCertificateIsReplacedByTheNextOneTheCABundleTrusts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := config()
-		cfg.Validity, cfg.RenewBefore, cfg.CheckInterval = 3*time.Minute, 3*time.Minute-5*time.Second, time.Second
-		c, kc, ext := fakes(t, cfg, crd())
+		c, kc, ext := shortLived(t)
 		ctx := context.Background()
-		_, err := c.Check(ctx)
-		require.NoError(t, err)
 		time.Sleep(6 * time.Second) // due: the next certificate is made
-		_, err = c.Check(ctx)
+		_, err := c.Check(ctx)
 		require.NoError(t, err)
 		sec := secret(t, kc)
 		next := sec.Data[NextCertKey]
