@@ -307,12 +307,13 @@ func (g *serving) stop(ctx context.Context, gracePeriod time.Duration) int {
 	n := len(g.svcs)
 	shutDown := make(chan served, n) // each Shutdown returning
 	shutdownErrs := make([]error, n)
-	begun, stopped := make([]bool, n), make([]bool, n)
+	begun := make([]bool, n)        // whose stop has begun
+	shutDownDone := make([]bool, n) // whose Shutdown has returned
 	shutdowns := 0
 	// begin starts the stop of every Service whose turn it is.
 	begin := func() {
 		for i, svc := range g.svcs {
-			if begun[i] || (graceCtx.Err() == nil && slices.ContainsFunc(g.after[i], func(j int) bool { return !stopped[j] || !g.returned[j] })) {
+			if begun[i] || (graceCtx.Err() == nil && slices.ContainsFunc(g.after[i], func(j int) bool { return !shutDownDone[j] || !g.returned[j] })) {
 				continue
 			}
 			begun[i] = true
@@ -335,7 +336,7 @@ func (g *serving) stop(ctx context.Context, gracePeriod time.Duration) int {
 		case r := <-g.served:
 			g.onServed(r)
 		case r := <-shutDown:
-			stopped[r.i], shutdownErrs[r.i] = true, r.err
+			shutDownDone[r.i], shutdownErrs[r.i] = true, r.err
 			shutdowns++
 		case <-graceEnded:
 			graceEnded = nil
