@@ -7,7 +7,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
-	"sync"
+	"slices"
 	"time"
 )
 
@@ -79,17 +79,21 @@ func Main(init Init, opts ...Option) {
 // returned Service's Serve in a goroutine of its own. The App stops when
 // host.Signals delivers SIGTERM or SIGINT, when ctx is done, when any Serve
 // returns an error, or when every Serve has returned. Then Run waits for the
-// drain (after a signal only; see WithDrain), cancels every Serve's context,
-// and calls every Shutdown at once, with a context that is done when the
-// grace period ends (see WithGracePeriod). Run waits for every Shutdown and
+// drain (after a signal only; see WithDrain), and stops the Services: it
+// cancels a Service's Serve context and calls its Shutdown, with a context
+// that is done when the grace period ends (see WithGracePeriod), at once
+// for every Service, but for one marked with StopAfter, which waits for
+// its turn: until the Services it is to stop after have stopped, or the
+// grace period has ended. Run waits for every Shutdown and
 // every Serve to return, but no longer than ForcedStopWait past the grace
 // period's end. Last, it calls Telemetry's Shutdown with a fresh grace
 // period, so that the records of a slow stop are still flushed.
 //
 // Run returns 0 when the App stopped on a signal, on ctx or on its own, and
 // every Serve and Shutdown returned nil; it returns 1 when building the
-// Telemetry or init failed, init is nil, or init returned a nil Service (and
-// then no Service starts), or when any Serve or
+// Telemetry or init failed, init is nil, or init returned a nil Service or
+// a StopAfter order that names a Service it didn't return or has a cycle
+// (and then no Service starts), or when any Serve or
 // Shutdown returned an error or panicked, or was still running ForcedStopWait
 // after the grace period ended, or when Telemetry's Shutdown failed. Every
 // error, and the signal that stopped the App, is written to host.Stderr, one
@@ -144,35 +148,36 @@ func Run(ctx context.Context, host Host, init Init, opts ...Option) int {
 // run calls init and runs the Services; it returns the exit code before
 // Telemetry's Shutdown.
 func run(ctx context.Context, host Host, tel Telemetry, init Init, o options, signals <-chan os.Signal, report func(error)) int {
-	svcs, ok := initServices(ctx, host, tel, init, report)
+	svcs, after, ok := initServices(ctx, host, tel, init, report)
 	if !ok {
 		return 1
 	}
 	serveCtx, cancelServe := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelServe()
-	g := serveAll(serveCtx, svcs, report)
+	g := serveAll(serveCtx, svcs, after, report)
 	if g.waitForStop(ctx, signals, o.drain) {
 		return g.code
 	}
-	cancelServe()
 	return g.stop(ctx, o.gracePeriod)
 }
 
 // initServices calls init, and reports whether it returned Services, none
-// of them nil; otherwise it has reported why not.
-func initServices(ctx context.Context, host Host, tel Telemetry, init Init, report func(error)) ([]Service, bool) {
+// of them nil, in a stop order without mistakes; otherwise it has reported
+// why not. It returns the Services without StopAfter's marks, and for each
+// the indices of those it stops after.
+func initServices(ctx context.Context, host Host, tel Telemetry, init Init, report func(error)) ([]Service, [][]int, bool) {
 	if init == nil {
 		report(errors.New("init: the Init function is nil"))
-		return nil, false
+		return nil, nil, false
 	}
 	svcs, err := safeCall(func() ([]Service, error) { return init(ctx, &Setup{Host: host, Telemetry: tel}) })
 	if err != nil {
 		report(fmt.Errorf("init: %w", err))
-		return nil, false
+		return nil, nil, false
 	}
 	var nils []error
 	for i, svc := range svcs {
-		if svc == nil {
+		if plain, _ := unwrap(svc); plain == nil {
 			nils = append(nils, fmt.Errorf("init: Service %d of %d is nil", i, len(svcs)))
 		}
 	}
@@ -180,9 +185,24 @@ func initServices(ctx context.Context, host Host, tel Telemetry, init Init, repo
 		for _, err := range nils {
 			report(err)
 		}
-		return nil, false
+		return nil, nil, false
 	}
-	return svcs, true
+	svcs, after, err := stopOrder(svcs)
+	if err != nil {
+		for _, err := range unjoin(err) {
+			report(err)
+		}
+		return nil, nil, false
+	}
+	return svcs, after, true
+}
+
+// unjoin returns the errors errors.Join joined into err, or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // served is one Service's Serve returning: its index and its error.
@@ -193,20 +213,26 @@ type served struct {
 
 // serving is the Services of a running App, and the exit code so far.
 type serving struct {
-	svcs    []Service
-	served  chan served
-	running int // the Serves that have not returned
-	code    int
-	report  func(error)
+	svcs     []Service
+	after    [][]int              // for each Service, those it stops after
+	cancels  []context.CancelFunc // each Serve's context's
+	returned []bool               // which Serves have returned
+	served   chan served
+	running  int // the Serves that have not returned
+	code     int
+	report   func(error)
 }
 
-// serveAll calls every Service's Serve with ctx, each in a goroutine of
-// its own.
-func serveAll(ctx context.Context, svcs []Service, report func(error)) *serving {
-	g := &serving{svcs: svcs, served: make(chan served, len(svcs)), running: len(svcs), report: report}
+// serveAll calls every Service's Serve with a context of its own under
+// ctx, each in a goroutine of its own.
+func serveAll(ctx context.Context, svcs []Service, after [][]int, report func(error)) *serving {
+	g := &serving{svcs: svcs, after: after, cancels: make([]context.CancelFunc, len(svcs)), returned: make([]bool, len(svcs)),
+		served: make(chan served, len(svcs)), running: len(svcs), report: report}
 	for i, svc := range svcs {
+		svcCtx, cancel := context.WithCancel(ctx)
+		g.cancels[i] = cancel
 		go func() {
-			_, err := safeCall(func() (struct{}, error) { return struct{}{}, svc.Serve(ctx) })
+			_, err := safeCall(func() (struct{}, error) { return struct{}{}, svc.Serve(svcCtx) })
 			g.served <- served{i, err}
 		}()
 	}
@@ -216,6 +242,7 @@ func serveAll(ctx context.Context, svcs []Service, report func(error)) *serving 
 // onServed records that a Serve returned, and reports its error.
 func (g *serving) onServed(r served) {
 	g.running--
+	g.returned[r.i] = true
 	if r.err != nil {
 		g.report(fmt.Errorf("service %d (%T): serve: %w", r.i, g.svcs[r.i], r.err))
 		g.code = 1
@@ -268,40 +295,57 @@ wait:
 	return g.running == 0
 }
 
-// stop calls every Service's Shutdown within gracePeriod, and waits for
-// every Serve and Shutdown to return, but no longer than ForcedStopWait
-// past the grace period's end. It returns the exit code.
+// stop stops every Service in its turn within gracePeriod: it cancels the
+// Service's Serve context and calls its Shutdown once every Service it
+// stops after has stopped (its Serve and its Shutdown returned), or once
+// the grace period has ended. It waits for every Serve and Shutdown to
+// return, but no longer than ForcedStopWait past the grace period's end.
+// It returns the exit code.
 func (g *serving) stop(ctx context.Context, gracePeriod time.Duration) int {
 	graceCtx, cancelGrace := context.WithTimeout(context.WithoutCancel(ctx), gracePeriod)
 	defer cancelGrace()
-	var wg sync.WaitGroup
-	shutdownErrs := make([]error, len(g.svcs))
-	for i, svc := range g.svcs {
-		wg.Go(func() {
-			_, shutdownErrs[i] = safeCall(func() (struct{}, error) { return struct{}{}, svc.Shutdown(graceCtx) })
-		})
+	n := len(g.svcs)
+	shutDown := make(chan served, n) // each Shutdown returning
+	shutdownErrs := make([]error, n)
+	begun := make([]bool, n)        // whose stop has begun
+	shutDownDone := make([]bool, n) // whose Shutdown has returned
+	shutdowns := 0
+	// begin starts the stop of every Service whose turn it is.
+	begin := func() {
+		for i, svc := range g.svcs {
+			if begun[i] || (graceCtx.Err() == nil && slices.ContainsFunc(g.after[i], func(j int) bool { return !shutDownDone[j] || !g.returned[j] })) {
+				continue
+			}
+			begun[i] = true
+			g.cancels[i]()
+			go func() {
+				_, err := safeCall(func() (struct{}, error) { return struct{}{}, svc.Shutdown(graceCtx) })
+				shutDown <- served{i, err}
+			}()
+		}
 	}
-	shutDown := make(chan struct{})
-	go func() {
-		wg.Wait()
-		close(shutDown)
-	}()
+	begin()
 
 	// A Service forced when the grace period ends gets ForcedStopWait more to
 	// return.
 	waitCtx, cancelWait := context.WithTimeout(context.WithoutCancel(ctx), gracePeriod+ForcedStopWait)
 	defer cancelWait()
-	for g.running > 0 || shutDown != nil {
+	graceEnded := graceCtx.Done()
+	for g.running > 0 || shutdowns < n {
 		select {
 		case r := <-g.served:
 			g.onServed(r)
-		case <-shutDown:
-			shutDown = nil
+		case r := <-shutDown:
+			shutDownDone[r.i], shutdownErrs[r.i] = true, r.err
+			shutdowns++
+		case <-graceEnded:
+			graceEnded = nil
 		case <-waitCtx.Done():
 			g.report(fmt.Errorf("%d Serve(s) still running %v after the grace period of %v ended (Shutdowns returned: %t)",
-				g.running, ForcedStopWait, gracePeriod, shutDown == nil))
+				g.running, ForcedStopWait, gracePeriod, shutdowns == n))
 			return 1
 		}
+		begin()
 	}
 	for i, err := range shutdownErrs {
 		if err != nil {

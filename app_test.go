@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -384,4 +385,175 @@ func TestTelemetryWithNoopsFillsOnlyTheNilParts(t *testing.T) {
 
 	tel := humustest.NewTelemetry(t)
 	require.Equal(t, tel.Telemetry.TracerProvider, tel.Telemetry.WithNoops().TracerProvider, "a set provider is kept")
+}
+
+// lastWrites is a Service, such as a controller, whose Serve, once its
+// context is done, takes writeTime more for its last writes, each of which
+// needs server still serving (as a reconcile's write through the API server
+// needs the App's webhook server); it records whether server served them.
+type lastWrites struct {
+	name      string
+	server    *service
+	writeTime time.Duration
+	ev        *events
+	started   chan struct{}
+	done      chan struct{}
+}
+
+func newLastWrites(name string, server *service, ev *events) *lastWrites {
+	return &lastWrites{name: name, server: server, writeTime: 2 * time.Second, ev: ev, started: make(chan struct{}), done: make(chan struct{})}
+}
+
+func (w *lastWrites) Serve(ctx context.Context) error {
+	defer close(w.done)
+	close(w.started)
+	<-ctx.Done()
+	time.Sleep(w.writeTime)
+	select {
+	case <-w.server.done:
+		w.ev.add(w.name + "'s last write refused: " + w.server.name + " had stopped")
+	default:
+		w.ev.add(w.name + "'s last write served")
+	}
+	w.ev.add(w.name + " stopped")
+	return nil
+}
+
+func (w *lastWrites) Shutdown(ctx context.Context) error {
+	select {
+	case <-w.done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("%s: %w", w.name, ctx.Err())
+	}
+}
+
+// TestRunStopsAServiceAfterThoseStopAfterNames: a server marked to stop
+// after a controller serves the controller's last writes, made after its
+// context is done, and stops only once the controller has; an unordered
+// Service stops at once. Before StopAfter, Run stopped every Service at
+// once, and the last write found the server gone.
+func TestRunStopsAServiceAfterThoseStopAfterNames(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ev := &events{}
+		webhooks, probes := newService("webhooks", ev), newService("probes", ev)
+		ctrl := newLastWrites("controller", webhooks, ev)
+		// The server comes first: the order is StopAfter's, not the list's.
+		app := humustest.RunApp(t, humustest.NewHost(t).Host, initWith(humus.StopAfter(webhooks, ctrl), ctrl, probes))
+		<-ctrl.started
+		<-webhooks.started
+		<-probes.started
+
+		start := time.Now()
+		app.Signal(syscall.SIGTERM)
+		<-probes.done
+		require.Zero(t, time.Since(start), "an unordered Service is stopped at once")
+		<-webhooks.done
+		require.Equal(t, ctrl.writeTime, time.Since(start), "the server is stopped once the controller has")
+
+		require.Equal(t, 0, app.Wait())
+		got := ev.get()
+		require.Contains(t, got, "controller's last write served")
+		require.Less(t, slices.Index(got, "controller stopped"), slices.Index(got, "webhooks stopped"), got)
+	})
+}
+
+// TestRunStopsAServiceAfterEveryOneItIsMarkedToStopAfter: StopAfter of a
+// marked Service adds to its order, and a chain stops link by link.
+func TestRunStopsAServiceAfterEveryOneItIsMarkedToStopAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ev := &events{}
+		last := newService("last", ev)
+		a := newLastWrites("a", last, ev)
+		b := newLastWrites("b", last, ev)
+		b.writeTime = 3 * time.Second
+		metrics := newService("metrics", ev)
+		c := newLastWrites("c", metrics, ev) // c stops first, then metrics
+		app := humustest.RunApp(t, humustest.NewHost(t).Host, initWith(
+			humus.StopAfter(humus.StopAfter(last, a), b, metrics), a, b, c, humus.StopAfter(metrics, c)))
+		<-last.started
+
+		start := time.Now()
+		app.Signal(syscall.SIGTERM)
+		<-last.done
+		require.Equal(t, b.writeTime, time.Since(start), "after the slower of a and b, and after metrics, which waited for c")
+		require.Equal(t, 0, app.Wait())
+		require.Subset(t, ev.get(), []string{"a's last write served", "b's last write served", "c's last write served"})
+	})
+}
+
+// TestRunForcesTheServicesWaitingTheirTurnWhenTheGracePeriodEnds: the grace
+// period bounds the whole stop; a Service still waiting for its turn when it
+// ends is stopped then, its Shutdown's context done.
+func TestRunForcesTheServicesWaitingTheirTurnWhenTheGracePeriodEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ev := &events{}
+		stubborn, webhooks := newService("stubborn", ev), newService("webhooks", ev)
+		stubborn.ignoreCtx = true
+		host := humustest.NewHost(t)
+		app := humustest.RunApp(t, host.Host, initWith(stubborn, humus.StopAfter(webhooks, stubborn)), humus.WithGracePeriod(5*time.Second))
+		<-stubborn.started
+		<-webhooks.started
+
+		start := time.Now()
+		app.Signal(syscall.SIGTERM)
+		<-webhooks.done
+		require.Equal(t, 5*time.Second, time.Since(start), "the server waited for the stubborn Service until the grace period ended")
+		require.Equal(t, 1, app.Wait())
+		require.Equal(t, 5*time.Second, time.Since(start), "and Run returned then")
+		require.Contains(t, ev.get(), "stubborn forced")
+	})
+}
+
+// unnamable is a Service whose type isn't comparable: StopAfter can't name
+// it.
+type unnamable struct{ tags []string }
+
+func (unnamable) Serve(ctx context.Context) error { <-ctx.Done(); return nil }
+func (unnamable) Shutdown(context.Context) error  { return nil }
+
+func TestRunExitsOneNamingEveryMistakeOfTheStopOrderAndStartsNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ev := &events{}
+		a, b, c, d, stranger := newService("a", ev), newService("b", ev), newService("c", ev), newService("d", ev), newService("stranger", ev)
+		u := unnamable{tags: []string{"x"}}
+		host := humustest.NewHost(t)
+		code := humus.Run(t.Context(), host.Host, initWith(
+			humus.StopAfter(a, stranger, nil), b, humus.StopAfter(c, u), u))
+		require.Equal(t, 1, code)
+		require.Equal(t, "humus: init: service 0 (*humus_test.service) is to stop after a *humus_test.service that isn't among the Services Init returned: return it too, and name it by the same pointer (a Service whose type isn't comparable matches nothing)\n"+
+			"humus: init: service 0 (*humus_test.service) is to stop after a nil Service (StopAfter's Service 2)\n"+
+			"humus: init: service 2 (*humus_test.service) is to stop after a humus_test.unnamable that isn't among the Services Init returned: return it too, and name it by the same pointer (a Service whose type isn't comparable matches nothing)\n",
+			host.StderrString())
+
+		host = humustest.NewHost(t)
+		code = humus.Run(t.Context(), host.Host, initWith(humus.StopAfter(a, c), b, humus.StopAfter(c, d), humus.StopAfter(d, a)))
+		require.Equal(t, 1, code)
+		require.Equal(t, "humus: init: the stop order has a cycle: of service 0 (*humus_test.service), service 2 (*humus_test.service), service 3 (*humus_test.service), none can stop first, since each is to stop after another of them (StopAfter)\n",
+			host.StderrString())
+
+		host = humustest.NewHost(t)
+		require.Equal(t, 1, humus.Run(t.Context(), host.Host, initWith(humus.StopAfter(nil, a), a)))
+		require.Equal(t, "humus: init: Service 0 of 2 is nil\n", host.StderrString())
+
+		synctest.Wait()
+		for _, s := range []*service{a, b, c, d, stranger} {
+			select {
+			case <-s.started:
+				t.Fatalf("%s started", s.name)
+			default:
+			}
+		}
+	})
+}
+
+// A Service StopAfter marks serves and shuts down as its own, outside Run
+// too.
+func TestStopAfterServesAsTheServiceItMarks(t *testing.T) {
+	ev := &events{}
+	a, b := newService("a", ev), newService("b", ev)
+	served := humustest.TestService(t, humus.StopAfter(a, b))
+	<-a.started
+	served.Stop()
+	require.Equal(t, []string{"a serving", "a stopped", "a shut down"}, ev.get())
 }

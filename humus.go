@@ -1,5 +1,8 @@
 // Package humus runs an App: a set of Services that start together, stop
 // together on SIGTERM or SIGINT, and reach the process only through a Host.
+// A Service that others need until they have stopped, such as a webhook
+// server a controller's writes call, is marked with StopAfter, and is
+// stopped once they have.
 //
 // An App is an Init function. Main builds a Setup (the Host and the
 // Telemetry), calls Init, serves every Service it returns, and exits with 0

@@ -223,8 +223,8 @@ func (c Config) check() error {
 // Certs is a serving certificate kept in a Secret: an
 // httpserver.Certificate, a humus.Service that keeps it, and a
 // health.Monitor, healthy once it serves a certificate whose CA every
-// named CRD and webhook configuration trusts. Its methods are safe for
-// concurrent use.
+// named CRD and webhook configuration trusts, and while that certificate
+// stays usable (see Healthy). Its methods are safe for concurrent use.
 type Certs struct {
 	cfg    Config
 	kc     kubernetes.Interface
@@ -242,10 +242,13 @@ type Certs struct {
 
 	mu      sync.Mutex
 	lastErr error
-	started bool
-	done    chan struct{}
-	force   context.CancelFunc
-	forced  context.Context
+	// failingSince is when the checks began to fail, the first of the
+	// failed checks in a row; zero while the last one succeeded.
+	failingSince time.Time
+	started      bool
+	done         chan struct{}
+	force        context.CancelFunc
+	forced       context.Context
 }
 
 // New returns the Certs of cfg, read and written through c, whose
@@ -314,12 +317,36 @@ func (c *Certs) CABundle() []byte {
 	return nil
 }
 
-// Healthy returns nil once the last check succeeded: a certificate is
-// served and its CA injected. Otherwise it returns the check's error.
+// Healthy returns nil once a check has succeeded (a certificate is served
+// and its CA injected), and while the certificate served is still usable:
+// a check that fails after one succeeded, such as when the API server is
+// briefly unreachable, leaves the replica healthy, since the certificate
+// served and the caBundles that trust it are as they were. It returns the
+// last check's error, wrapped, when no check has succeeded yet, when the
+// certificate served has expired, or when the checks have failed in a row
+// for CheckInterval or longer (such as RBAC that no longer lets it read the
+// Secret, or a caBundle it can't restore). A one-off failure thus never
+// makes every replica unready at once, and a failure that persists does,
+// within CheckInterval.
 func (c *Certs) Healthy(context.Context) error {
 	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.lastErr
+	err, since := c.lastErr, c.failingSince
+	c.mu.Unlock()
+	if err == nil {
+		return nil
+	}
+	cert := c.cert.Load()
+	if cert == nil {
+		return err
+	}
+	now := c.now()
+	if !now.Before(cert.Leaf.NotAfter) {
+		return fmt.Errorf("webhookcert: the certificate served expired at %s, and the check that would replace it fails: %w", cert.Leaf.NotAfter.UTC().Format(time.RFC3339), err)
+	}
+	if failing := now.Sub(since); failing >= c.cfg.CheckInterval {
+		return fmt.Errorf("webhookcert: the checks have failed for %v, since %s (Config.CheckInterval is %v): %w", failing, since.UTC().Format(time.RFC3339), c.cfg.CheckInterval, err)
+	}
+	return nil
 }
 
 // Serve checks the Secret and the caBundles at once, and then every
@@ -398,8 +425,13 @@ func (c *Certs) Shutdown(ctx context.Context) error {
 // CAs follow it (ca.crt holds at most three: see renew), so a replica
 // still serving the old certificate (until its next check) stays trusted.
 // A certificate that is broken (doesn't load, lacks one of Config.Hosts,
-// isn't signed by a CA of ca.crt, or has expired) is replaced at once; one
-// for more hosts than Config.Hosts is kept.
+// isn't signed by a CA of ca.crt, or has expired) is replaced at once: by
+// the next certificate, promoted without waiting for Propagation, when
+// there is one that isn't broken itself (its CA, in ca.crt since it was
+// made, is the one the caBundles already trust), or else by a new CA and
+// certificate, which calls to the webhooks fail to trust until the API
+// server sees the new caBundle. One for more hosts than Config.Hosts is
+// kept.
 func (c *Certs) Check(ctx context.Context) (time.Duration, error) {
 	c.checking.Lock()
 	defer c.checking.Unlock()
@@ -410,6 +442,12 @@ func (c *Certs) Check(ctx context.Context) (time.Duration, error) {
 		}
 		c.mu.Lock()
 		c.lastErr = err
+		switch {
+		case err == nil:
+			c.failingSince = time.Time{}
+		case c.failingSince.IsZero():
+			c.failingSince = c.now()
+		}
 		c.mu.Unlock()
 		return wait, err
 	}
@@ -451,6 +489,13 @@ func (c *Certs) check(ctx context.Context) (time.Duration, error) {
 	pair, broken := c.load(sec, corev1.TLSCertKey, corev1.TLSPrivateKeyKey)
 	_, nextBroken := c.load(sec, NextCertKey, NextKeyKey)
 	switch {
+	case broken != "" && nextBroken == "":
+		// Nothing to keep serving, but the next certificate, whose CA the
+		// caBundles were given when it was made: promote it at once,
+		// rather than make a new CA that no caBundle trusts yet.
+		if sec, err = c.promote(ctx, sec, "promoted the webhooks' next certificate in place of the current one, which is broken: "+broken); err != nil {
+			return 0, err
+		}
 	case broken != "":
 		// Nothing to keep serving: replace it at once.
 		sec = sec.DeepCopy()
@@ -489,11 +534,7 @@ func (c *Certs) check(ctx context.Context) (time.Duration, error) {
 		} else {
 			// Every caBundle has held the next CA for Propagation:
 			// promote it.
-			sec = sec.DeepCopy()
-			sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey] = sec.Data[NextCertKey], sec.Data[NextKeyKey]
-			delete(sec.Data, NextCertKey)
-			delete(sec.Data, NextKeyKey)
-			if sec, err = c.update(ctx, sec, "promoted the webhooks' next certificate"); err != nil {
+			if sec, err = c.promote(ctx, sec, "promoted the webhooks' next certificate"); err != nil {
 				return 0, err
 			}
 		}
@@ -510,6 +551,16 @@ func (c *Certs) check(ctx context.Context) (time.Duration, error) {
 		wait = max(due, 0) + time.Second
 	}
 	return wait, nil
+}
+
+// promote writes sec with its next certificate as the current one, and
+// none next, and logs what was done.
+func (c *Certs) promote(ctx context.Context, sec *corev1.Secret, what string) (*corev1.Secret, error) {
+	sec = sec.DeepCopy()
+	sec.Data[corev1.TLSCertKey], sec.Data[corev1.TLSPrivateKeyKey] = sec.Data[NextCertKey], sec.Data[NextKeyKey]
+	delete(sec.Data, NextCertKey)
+	delete(sec.Data, NextKeyKey)
+	return c.update(ctx, sec, what)
 }
 
 // update writes sec, and logs what was done.

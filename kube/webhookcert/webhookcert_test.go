@@ -161,22 +161,32 @@ func mustCRD(t *testing.T, ext *extfake.Clientset) *apiextensionsv1.CustomResour
 	return got
 }
 
+// shortLived returns Certs on fakes, as fakes does, whose certificates are
+// valid 3 minutes and due for renewal 5 seconds after they are made, with
+// a CheckInterval of a second, checked once: the Secret created, its CA
+// injected.
+func shortLived(t *testing.T) (*Certs, *fake.Clientset, *extfake.Clientset) {
+	t.Helper()
+	cfg := config()
+	cfg.Validity, cfg.RenewBefore, cfg.CheckInterval = 3*time.Minute, 3*time.Minute-5*time.Second, time.Second
+	c, kc, ext := fakes(t, cfg, crd())
+	_, err := c.Check(context.Background())
+	require.NoError(t, err)
+	return c, kc, ext
+}
+
 // A renewal is made in two steps: the next certificate's CA joins the
 // caBundle, and the next certificate is served only Propagation after;
 // the old CA stays in the bundle until it expires.
 func TestARenewalIsServedOnlyPropagationAfterItsCAIsTrusted(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := config()
-		cfg.Validity, cfg.RenewBefore, cfg.CheckInterval = 3*time.Minute, 3*time.Minute-5*time.Second, time.Second
-		c, kc, ext := fakes(t, cfg, crd())
+		c, kc, ext := shortLived(t)
 		ctx := context.Background()
-		_, err := c.Check(ctx)
-		require.NoError(t, err)
 		first := served(t, c)
 		require.Len(t, certs(t, caBundle(t, ext)), 1)
 
 		time.Sleep(6 * time.Second) // due
-		_, err = c.Check(ctx)
+		_, err := c.Check(ctx)
 		require.NoError(t, err)
 		sec := secret(t, kc)
 		require.NotEmpty(t, sec.Data[NextCertKey], "the next certificate is kept beside the current")
@@ -380,4 +390,114 @@ func TestACertificateForMoreHostsIsKept(t *testing.T) {
 		require.Equal(t, "get", a.GetVerb(), "a check that finds a certificate for more hosts only reads: %v", a)
 	}
 	require.Equal(t, first, secret(t, kc).Data[corev1.TLSCertKey])
+}
+
+// failCRDReads makes every read of a CRD fail while *fail is set, as while
+// the API server is unreachable.
+func failCRDReads(ext *extfake.Clientset, fail *bool) {
+	ext.PrependReactor("get", "customresourcedefinitions", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if *fail {
+			return true, nil, apierrors.NewServiceUnavailable("down")
+		}
+		return false, nil, nil
+	})
+}
+
+// A check that fails after one succeeded leaves the replica healthy, its
+// certificate still served and trusted; checks that keep failing for
+// CheckInterval make it unhealthy, and one that succeeds, healthy again.
+// Before, one failed check made every replica unready until a check
+// succeeded.
+func TestAFailedCheckLeavesTheReplicaHealthyUntilTheFailuresLastCheckInterval(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, _, ext := fakes(t, config(), crd())
+		fail := false
+		failCRDReads(ext, &fail)
+		ctx := context.Background()
+		_, err := c.Check(ctx)
+		require.NoError(t, err)
+		require.NoError(t, c.Healthy(ctx))
+
+		fail = true
+		_, err = c.Check(ctx)
+		require.ErrorContains(t, err, "down")
+		require.NoError(t, c.Healthy(ctx), "one failed check")
+		time.Sleep(DefaultCheckInterval - time.Second)
+		_, err = c.Check(ctx)
+		require.Error(t, err)
+		require.NoError(t, c.Healthy(ctx), "failing for under CheckInterval")
+
+		time.Sleep(time.Second)
+		_, err = c.Check(ctx)
+		require.Error(t, err)
+		err = c.Healthy(ctx)
+		require.ErrorContains(t, err, "the checks have failed for 1m0s")
+		require.ErrorContains(t, err, "down")
+
+		fail = false
+		_, err = c.Check(ctx)
+		require.NoError(t, err)
+		require.NoError(t, c.Healthy(ctx))
+		fail = true
+		_, err = c.Check(ctx)
+		require.Error(t, err)
+		require.NoError(t, c.Healthy(ctx), "a check that succeeded ends the failures in a row")
+	})
+}
+
+// A certificate served that expires while the checks that would renew it
+// fail makes the replica unhealthy at once.
+func TestAnExpiredCertificateMakesTheReplicaUnhealthyAtOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := config()
+		cfg.Validity, cfg.RenewBefore, cfg.CheckInterval = 3*time.Minute, time.Minute, 10*time.Second
+		c, _, ext := fakes(t, cfg, crd())
+		fail := false
+		failCRDReads(ext, &fail)
+		ctx := context.Background()
+		_, err := c.Check(ctx)
+		require.NoError(t, err)
+
+		time.Sleep(cfg.Validity - time.Second)
+		fail = true
+		_, err = c.Check(ctx)
+		require.Error(t, err)
+		require.NoError(t, c.Healthy(ctx))
+		time.Sleep(time.Second)
+		require.ErrorContains(t, c.Healthy(ctx), "the certificate served expired at")
+	})
+}
+
+// A broken current certificate (here its key no longer matches) is
+// replaced by the next one, whose CA the caBundle already holds, rather
+// than by one of a new CA that no caBundle trusts yet; the caBundle is
+// left as it is.
+func TestABrokenCertificateIsReplacedByTheNextOneTheCABundleTrusts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		c, kc, ext := shortLived(t)
+		ctx := context.Background()
+		time.Sleep(6 * time.Second) // due: the next certificate is made
+		_, err := c.Check(ctx)
+		require.NoError(t, err)
+		sec := secret(t, kc)
+		next := sec.Data[NextCertKey]
+		require.NotEmpty(t, next)
+		bundle := caBundle(t, ext)
+		require.Len(t, certs(t, bundle), 2)
+
+		other, err := httpserver.NewAuthority(0, "gizmo-webhooks.system.svc")
+		require.NoError(t, err)
+		_, sec.Data[corev1.TLSPrivateKeyKey] = other.ServingPEM()
+		_, err = kc.CoreV1().Secrets("system").Update(ctx, sec, metav1.UpdateOptions{})
+		require.NoError(t, err)
+
+		_, err = c.Check(ctx)
+		require.NoError(t, err)
+		sec = secret(t, kc)
+		require.Equal(t, next, sec.Data[corev1.TLSCertKey], "the next certificate is the current one")
+		require.Empty(t, sec.Data[NextCertKey])
+		require.Equal(t, next, pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: served(t, c)}), "and served")
+		require.Equal(t, bundle, caBundle(t, ext), "no new CA")
+		require.Equal(t, bundle, sec.Data[CAKey])
+	})
 }

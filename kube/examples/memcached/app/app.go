@@ -54,9 +54,10 @@ func Init(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 // appconfig.ServeMetrics, over TLS to the callers the API server
 // authorizes; and, when cfg.Webhooks.Addr is set,
 // the webhooks Service serving Memcached's conversion and admission
-// webhooks (see serveWebhooks). It returns the errors NewClient,
-// NewController, ServeMetrics, conversion.Handler, admission.Validate and
-// Default, and webhookserve.Serve return.
+// webhooks (see serveWebhooks), which stops only once the Controller has
+// (see services). It returns the errors NewClient, NewController,
+// ServeMetrics, conversion.Handler, admission.Validate and Default, and
+// webhookserve.Serve return.
 func New(cfg Config) humus.Init {
 	return func(ctx context.Context, s *humus.Setup) ([]humus.Service, error) {
 		client, err := kube.NewClient(s, cfg.Connection)
@@ -79,11 +80,7 @@ func New(cfg Config) humus.Init {
 			return nil, err
 		}
 		probes := health.NewProbes(s, cfg.ProbesAddr, health.Readiness(readiness(ctrl.Synced(), webhooks)...))
-		services := []humus.Service{ctrl, probes}
-		if metrics != nil {
-			services = append(services, metrics)
-		}
-		return append(services, webhooks...), nil
+		return services(ctrl, probes, metrics, webhooks), nil
 	}
 }
 
@@ -130,6 +127,23 @@ func RBAC(ctrl *kube.Controller) kube.RBAC {
 		Verbs:     []string{"create", "patch"},
 	})
 	return r
+}
+
+// services returns the App's Services: ctrl, probes, metrics unless it is
+// nil, and webhooks, each marked with humus.StopAfter(w, ctrl) so that, as
+// the App stops, it serves until ctrl has stopped: the reconciles ctrl
+// finishes then write Memcacheds through the API server, which calls the
+// conversion webhook of any replica, this one included, to store them.
+// The probes and the metrics stop at once.
+func services(ctrl, probes, metrics humus.Service, webhooks []humus.Service) []humus.Service {
+	svcs := []humus.Service{ctrl, probes}
+	if metrics != nil {
+		svcs = append(svcs, metrics)
+	}
+	for _, w := range webhooks {
+		svcs = append(svcs, humus.StopAfter(w, ctrl))
+	}
+	return svcs
 }
 
 // readiness is what the App's readiness probe waits for: synced, the
