@@ -107,7 +107,7 @@ func TestControllerRBAC(t *testing.T) {
 		require.Equal(t, "tenant", r.Roles[1].Namespace)
 		require.Equal(t, "memcached-controller", r.Roles[1].Name)
 		require.Equal(t, []rbacv1.PolicyRule{
-			rbacv1.PolicyRule{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"}},
+			{APIGroups: []string{""}, Resources: []string{"secrets"}, Verbs: []string{"list", "watch"}},
 			rule("cache.example.com", "memcacheds", "list", "watch"),
 			status,
 			events,
