@@ -169,7 +169,7 @@ func readiness(synced health.Monitor, webhooks []humus.Service) []health.Monitor
 // configurations name), served by webhookserve.Serve on w, or nil when w.Addr is "": with
 // WEBHOOK_CERT_SECRET, a certificate kept through client in that Secret
 // for the Service Memcached.ConversionWebhook names, its CA injected into
-// Memcached's CRD.
+// Memcached's CRD and its two webhook configurations (see Webhooks).
 // They are among the App's Services, so every replica serves it, leader or not, from the
 // App's start, as the API server and the controller's own informers
 // need.
@@ -193,9 +193,40 @@ func serveWebhooks(s *humus.Setup, client *kube.Client, w appconfig.WebhookConfi
 	mux.Handle(conversion.Path, h)
 	mux.Handle(admission.ValidatePath, validate)
 	mux.Handle(admission.DefaultPath, defaults)
+	return webhookserve.Serve(s, client, Webhooks(w), mux)
+}
+
+// Webhooks is w with the objects the Memcached App's webhooks are called
+// through, as serveWebhooks serves them: Service, the Service
+// Memcached.ConversionWebhook names (memcached-webhooks); CRDs,
+// Memcached's CRD; and ValidatingWebhookConfigurations and
+// MutatingWebhookConfigurations, WebhookConfiguration's name (both
+// memcacheds.cache.example.com, as ../deploy/webhooks names them). With
+// w.CertSecret (WEBHOOK_CERT_SECRET), the App injects its CA into the
+// caBundle of the CRD and of both configurations; Webhooks(w).CertConfig()
+// is that webhookcert.Config, whose AddRBAC gives WebhookCertRBAC.
+func Webhooks(w appconfig.WebhookConfig) appconfig.WebhookConfig {
 	w.Service = Memcached.ConversionWebhook.Name
 	w.CRDs = []string{Memcached.GVR().GroupResource().String()}
-	return webhookserve.Serve(s, client, w, mux)
+	w.ValidatingWebhookConfigurations = []string{WebhookConfiguration().Name}
+	w.MutatingWebhookConfigurations = []string{WebhookConfiguration().Name}
+	return w
+}
+
+// WebhookCertRBAC is the RBAC the App's webhook certificate needs when it
+// keeps it in the Secret secret of namespace (WEBHOOK_CERT_SECRET in
+// POD_NAMESPACE), named memcached-controller-webhook-cert: webhookcert's
+// rules for Webhooks' CertConfig (see webhookcert.Config.AddRBAC), a Role
+// with get and update on that Secret and create on Secrets in namespace,
+// and a ClusterRole with get and patch on the CRD and the two webhook
+// configurations, by name. Bound to the ServiceAccount
+// memcached-controller, it is ../deploy-webhook/app-managed/rbac.yaml
+// beside ../deploy/rbac.yaml (RBAC), which TestMemcachedWebhookCertRBAC
+// keeps true to it.
+func WebhookCertRBAC(namespace, secret string) kube.RBAC {
+	r := kube.RBAC{Name: FieldManager + "-webhook-cert"}
+	Webhooks(appconfig.WebhookConfig{CertSecret: secret, Namespace: namespace}).CertConfig().AddRBAC(&r)
+	return r
 }
 
 // BuildTelemetry is the App's telemetry, for humus.WithTelemetry, as

@@ -50,3 +50,39 @@ func TestMemcachedRBAC(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, string(want), got)
 }
+
+// webhookCertRBACHeader opens ../deploy-webhook/app-managed/rbac.yaml:
+// the file is generated.
+const webhookCertRBACHeader = `# What package kube/webhookcert needs, and nothing more, when the App keeps
+# its webhooks' certificate in the Secret memcached-webhook-cert
+# (WEBHOOK_CERT_SECRET): app.WebhookCertRBAC, webhookcert.Config.AddRBAC's
+# rules, bound to the ServiceAccount memcached-controller. A Role: get and
+# update on that one Secret, and create on Secrets in memcached-system (RBAC
+# can't limit a create by resourceNames: the name isn't known to it when
+# the create is authorized). A ClusterRole: get and patch (the caBundle is
+# read, and applied only when it differs) on the CRD and the two admission
+# webhook configurations, by name. No list, no watch, no other Secret.
+# Generated: in kube/examples/memcached, go test ./app -run
+# TestMemcachedWebhookCertRBAC -update rewrites it.
+# The whole-App test TestMemcachedApp/InjectsItsCAIntoTheCRDAndBothWebhookConfigurationsWithExactlyTheAppManagedRBAC
+# runs the App with a token of the ServiceAccount bound to it and
+# ../../deploy/rbac.yaml alone.
+`
+
+// TestMemcachedWebhookCertRBAC keeps ../deploy-webhook/app-managed/rbac.yaml
+// true to app.WebhookCertRBAC of the Secret that overlay names
+// (memcached-webhook-cert in memcached-system): an object whose caBundle
+// the App injects into, added in Go, that isn't in the YAML fails here.
+// -update rewrites the file.
+func TestMemcachedWebhookCertRBAC(t *testing.T) {
+	yaml, err := app.WebhookCertRBAC("memcached-system", "memcached-webhook-cert").YAML("memcached-system", "memcached-controller")
+	require.NoError(t, err)
+	got := webhookCertRBACHeader + string(yaml)
+	const golden = "../deploy-webhook/app-managed/rbac.yaml"
+	if *update {
+		require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	require.Equal(t, string(want), got)
+}
