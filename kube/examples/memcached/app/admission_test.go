@@ -1,7 +1,6 @@
 package app_test
 
 import (
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -31,12 +30,7 @@ func TestMemcachedWebhookConfigurations(t *testing.T) {
 	} {
 		got, err := tc.yaml()
 		require.NoError(t, err)
-		if *update {
-			require.NoError(t, os.WriteFile(tc.golden, got, 0o644))
-		}
-		want, err := os.ReadFile(tc.golden)
-		require.NoError(t, err)
-		require.Equal(t, string(want), string(got), tc.golden)
+		golden(t, tc.golden, got)
 	}
 }
 

@@ -2,7 +2,6 @@ package app_test
 
 import (
 	"crypto/tls"
-	"os"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -41,14 +40,7 @@ func TestMemcachedRBAC(t *testing.T) {
 	require.NoError(t, err)
 	yaml, err := app.RBAC(ctrl).YAML("memcached-system", "memcached-controller")
 	require.NoError(t, err)
-	got := rbacHeader + string(yaml)
-	const golden = "../deploy/rbac.yaml"
-	if *update {
-		require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
-	}
-	want, err := os.ReadFile(golden)
-	require.NoError(t, err)
-	require.Equal(t, string(want), got)
+	golden(t, "../deploy/rbac.yaml", append([]byte(rbacHeader), yaml...))
 }
 
 // webhookCertRBACHeader opens ../deploy-webhook/app-managed/rbac.yaml:
@@ -77,12 +69,5 @@ const webhookCertRBACHeader = `# What package kube/webhookcert needs, and nothin
 func TestMemcachedWebhookCertRBAC(t *testing.T) {
 	yaml, err := app.WebhookCertRBAC("memcached-system", "memcached-webhook-cert").YAML("memcached-system", "memcached-controller")
 	require.NoError(t, err)
-	got := webhookCertRBACHeader + string(yaml)
-	const golden = "../deploy-webhook/app-managed/rbac.yaml"
-	if *update {
-		require.NoError(t, os.WriteFile(golden, []byte(got), 0o644))
-	}
-	want, err := os.ReadFile(golden)
-	require.NoError(t, err)
-	require.Equal(t, string(want), got)
+	golden(t, "../deploy-webhook/app-managed/rbac.yaml", append([]byte(webhookCertRBACHeader), yaml...))
 }
