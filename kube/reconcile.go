@@ -58,9 +58,11 @@ func (c *Controller) reconcile(ctx context.Context, queue workqueue.TypedRateLim
 }
 
 // settle records the reconcile's outcome and settles key in the queue: a
-// recovered panic is recorded and not retried, an error is retried with
-// backoff unless it is Terminal, and a success forgets key's backoff and
-// queues it again after after, if after is positive. Both go through the outage, which holds
+// recovered panic is recorded and not retried; an error once the replica
+// may no longer work (mayWork) is forgotten with a DEBUG record only; an
+// error is retried with backoff unless it is Terminal; and a success
+// forgets key's backoff and queues it again after after, if after is
+// positive. Both go through the outage, which holds
 // rather than backs off a key that failed as every key does while the API
 // server refuses the controller, and queues each again at once once a
 // reconcile succeeds after it (internal/outage).
@@ -73,6 +75,17 @@ func (c *Controller) settle(ctx context.Context, queue workqueue.TypedRateLimiti
 		queue.Forget(key)
 		if c.outage != nil {
 			// A probe that panics fails on its own: another held key probes.
+			c.outage.Left(key)
+		}
+	case err != nil && mayWork(ctx) != nil:
+		// The replica may no longer work (its Lease is no longer valid:
+		// a write the lease's check refused, or a reconcile cancelled by
+		// the lost Lease): it is on its way out, and the object is its
+		// next owner's. Not the object's failure, nor an outage's: no
+		// record but a DEBUG one, and key is forgotten.
+		rec.Stopped(ctx, err)
+		queue.Forget(key)
+		if c.outage != nil {
 			c.outage.Left(key)
 		}
 	case IsTerminal(err):
