@@ -2,6 +2,7 @@ package kube
 
 import (
 	"context"
+	"net/url"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -11,6 +12,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/tenure"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -268,5 +271,36 @@ func TestALeaderThatSeesItsLeaseRenewedByAnotherProcessWithItsIdentityLosesIt(t 
 		// took the Lease as another replica's.
 		require.Less(t, time.Since(renewed), 5*time.Second, "the Lease lost after another process renewed it")
 		require.NoError(t, c.Shutdown(context.Background()))
+	})
+}
+
+// TestAWriteTheLeaseRefusesIsNotRecordedAsAFailure: a replica whose
+// Lease is no longer valid is on its way out, and a reconcile's write
+// that the lease's check refuses (ErrLeaseExpired, from the write hook,
+// wrapped by net/http in a *url.Error) is not the object's failure: it
+// was counted as an outage's (CommonFailure takes a *url.Error as a
+// network error), logged as a failure and sent as a ReconcileFailed
+// Warning Event. Now the key is forgotten with one DEBUG record.
+func TestAWriteTheLeaseRefusesIsNotRecordedAsAFailure(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f := newFakeCluster(t, newWidget("w1", 1))
+		tel := humustest.NewTelemetry(t)
+		c := newWidgetController(t, f, tel.Telemetry, testSettings(),
+			ReconcilerFunc[widgetSpec, widgetStatus](func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+				<-ctx.Done()
+				// As a client's PATCH answers once the write hook refuses it.
+				return Result[widgetStatus]{}, &url.Error{Op: "Patch", URL: "https://kube/apis/apps/v1/namespaces/ns/deployments/w1", Err: tenure.ErrLeaseExpired}
+			}))
+		s := serve(t, c)
+		synctest.Wait()
+
+		f.stealLease(t)
+		<-s.done
+		require.ErrorIs(t, s.err, ErrLostLeadership)
+		require.NoError(t, c.Shutdown(context.Background()))
+		synctest.Wait()
+		require.Empty(t, recordsWithBody(tel, "reconcile failed"), "no failure logged")
+		require.Empty(t, f.events(t, testNamespace), "no Warning Event")
+		require.Len(t, recordsWithBody(tel, "reconcile stopped"), 1, "one DEBUG record")
 	})
 }

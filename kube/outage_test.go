@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"github.com/z5labs/humus"
+	"github.com/z5labs/humus/kube/internal/outage"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -160,4 +162,266 @@ func TestAProbeThatPanicsHandsTheProbeOn(t *testing.T) {
 		require.True(t, ok, "a held key was reconciled once the API server was back: %s", seen)
 		require.NoError(t, s.stop(t))
 	})
+}
+
+// outageRun is a fake API server outage as Widget reconcilers see it:
+// while down, every reconcile is refused 403, unless ownFailure makes the
+// probe's reconcile fail on its own once; once up, each reconcile
+// succeeds and is noted by member and name.
+type outageRun struct {
+	down atomic.Bool
+	// ownFailure, if set, is how the next probe's reconcile fails on its
+	// own, once; failedOwn is set once it did.
+	ownFailure atomic.Pointer[func() error]
+	failedOwn  atomic.Bool
+
+	mu        sync.Mutex
+	succeeded map[string]string // name: the member that reconciled it once up
+}
+
+func newOutageRun() *outageRun {
+	r := &outageRun{succeeded: map[string]string{}}
+	r.down.Store(true)
+	return r
+}
+
+func (r *outageRun) reconciler(member string, c **Controller) ReconcilerFunc[widgetSpec, widgetStatus] {
+	return func(ctx context.Context, w widget) (Result[widgetStatus], error) {
+		if r.down.Load() {
+			if f := r.ownFailure.Load(); f != nil && (*c).outage.Probing(w.Namespace+"/"+w.Name) && r.ownFailure.CompareAndSwap(f, nil) {
+				r.failedOwn.Store(true)
+				return Result[widgetStatus]{}, (*f)()
+			}
+			return Result[widgetStatus]{}, apierrors.NewForbidden(schema.GroupResource{Group: "apps", Resource: "deployments"}, w.Name, errors.New("RBAC"))
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		r.succeeded[w.Name] = member
+		return Result[widgetStatus]{}, nil
+	}
+}
+
+func (r *outageRun) reconciledBy() map[string]string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return maps.Clone(r.succeeded)
+}
+
+// startOutageMember serves a Widget controller on cl whose reconciles are
+// run's; with id set, a shard member of that identity.
+func startOutageMember(t *testing.T, run *outageRun, cl clients, id string) (*Controller, *serving) {
+	t.Helper()
+	s := testSettings()
+	member := "leader"
+	if id != "" {
+		s.Sharding.Enabled = true
+		s.LeaderElection.Identity = id
+		member = id
+	}
+	c := new(*Controller)
+	var err error
+	*c, err = newController(&humus.Setup{}, cl, nil, s, widgets(), run.reconciler(member, c))
+	require.NoError(t, err)
+	return *c, serve(t, *c)
+}
+
+// TestAProbeThatFailsOnItsOwnLeavesNoKeyStranded is issue 36's: the only
+// held key, as the outage's probe, fails for a reason of its own (a
+// panic, a Terminal error, one 409) 30s into an outage, and a key that
+// then fails alike before the next probe was due (a new object, or the
+// same one back from its backoff) was held with no probe pending, and
+// never reconciled again: seen with one object and one 409, not
+// reconciled within 3 minutes of the API server's return. Now it probes,
+// and every object is reconciled within a probe period of the return.
+func TestAProbeThatFailsOnItsOwnLeavesNoKeyStranded(t *testing.T) {
+	conflict := func() error {
+		return apierrors.NewConflict(schema.GroupResource{Group: "test.example.com", Resource: "widgets"}, "a", errors.New("changed"))
+	}
+	for _, own := range []struct {
+		name string
+		err  func() error
+		// retried: the key is retried on its own, so it must succeed too.
+		retried bool
+	}{
+		{"panic", func() error { panic("the probe's own bug") }, false},
+		{"terminal", func() error { return Terminal(conflict()) }, false},
+		{"conflict", conflict, true},
+	} {
+		for _, sharded := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/sharded=%v", own.name, sharded), func(t *testing.T) {
+				synctest.Test(t, func(t *testing.T) {
+					f := newFakeCluster(t, newWidget("a", 1))
+					run := newOutageRun()
+					id := ""
+					if sharded {
+						id = "m1"
+					}
+					_, s := startOutageMember(t, run, f.clients(), id)
+					time.Sleep(30 * time.Second)
+					run.ownFailure.Store(&own.err)
+					for start := time.Now(); !run.failedOwn.Load(); {
+						time.Sleep(10 * time.Millisecond)
+						require.Less(t, time.Since(start), time.Minute, "no probe was reconciled")
+					}
+					// A new object, failing alike at once.
+					f.create(t, widgetGVR, newWidget("b", 1))
+					time.Sleep(5 * time.Second)
+					synctest.Wait()
+
+					run.down.Store(false)
+					time.Sleep(outage.ProbeMax + 5*time.Second)
+					synctest.Wait()
+					got := run.reconciledBy()
+					require.Contains(t, got, "b", "the new object, held, reconciled once the API server was back: %v", got)
+					if own.retried {
+						require.Contains(t, got, "a", "the probe's object, retried on its own: %v", got)
+					}
+					require.NoError(t, s.stop(t))
+				})
+			})
+		}
+	}
+}
+
+// TestAProbeKeyMovedToAnotherMemberLeavesNoKeyStranded is issue 36's:
+// during an outage a member holds its failed keys and retries only the
+// probe's; a member joining moves the probe's key away, and the old
+// member dropped it (takeKey refuses) without telling the outage, so no
+// probe ran again there, and the keys it kept waited, after the API
+// server's return, for an event on each or the resync (10h). Now another
+// held key probes in its place, and every key is reconciled by its owner
+// within a probe period of the return.
+func TestAProbeKeyMovedToAnotherMemberLeavesNoKeyStranded(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		f, keys := outageWidgets(t, 8)
+		run := newOutageRun()
+		c1, s1 := startOutageMember(t, run, f.clients(), "m1")
+		time.Sleep(20 * time.Second)
+		synctest.Wait()
+		probe := probeOf(c1, keys)
+		require.NotEmpty(t, probe, "m1's outage has a probe")
+		// The second member's identity moves the probe's key to it, and
+		// keeps another key with m1.
+		second := ""
+		for i := 0; second == ""; i++ {
+			id := fmt.Sprintf("m2-%d", i)
+			v := newView([]string{"m1", id})
+			if v.owner(probe) != id {
+				continue
+			}
+			for _, k := range keys {
+				if v.owner(k) == "m1" {
+					second = id
+				}
+			}
+		}
+		_, s2 := startOutageMember(t, run, f.clients(), second)
+		// The view changes within seconds; m1's probe comes due within
+		// ProbeMax, and is refused there.
+		time.Sleep(outage.ProbeMax + 5*time.Second)
+		synctest.Wait()
+
+		run.down.Store(false)
+		time.Sleep(outage.ProbeMax + 5*time.Second)
+		synctest.Wait()
+		v := newView([]string{"m1", second})
+		want := map[string]string{}
+		for _, k := range keys {
+			want[k[len(testNamespace)+1:]] = v.owner(k)
+		}
+		require.Equal(t, want, run.reconciledBy(), "every Widget reconciled by its owner once the API server was back (the probe %s moved to %s)", probe, second)
+		require.NoError(t, s2.stop(t))
+		require.NoError(t, s1.stop(t))
+	})
+}
+
+// TestAProbeKeyDeletedOrItsMemberStoppedLeavesNoKeyStranded covers the
+// other ways a probe's key leaves: its object deleted (its reconcile
+// finds it gone and succeeds, which ends the outage as any success
+// does, queueing the held keys again), and, with Sharding, its member
+// stopping (the others take its keys, and probe for them). Either way,
+// once the API server is back, every remaining Widget is reconciled
+// within a probe period. These held on the code before issue 36 too.
+func TestAProbeKeyDeletedOrItsMemberStoppedLeavesNoKeyStranded(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		sharded bool
+	}{{"deleted", false}, {"deleted", true}, {"stopped", true}} {
+		t.Run(fmt.Sprintf("%s/sharded=%v", tc.name, tc.sharded), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				f, keys := outageWidgets(t, 4)
+				run := newOutageRun()
+				id := ""
+				if tc.sharded {
+					id = "m1"
+				}
+				c1, s1 := startOutageMember(t, run, f.clients(), id)
+				var s2 *serving
+				if tc.name == "stopped" {
+					synctest.Wait()
+					_, s2 = startOutageMember(t, run, f.clients(), "m2")
+				}
+				time.Sleep(20 * time.Second)
+				synctest.Wait()
+				probe := probeOf(c1, keys)
+				want := map[string]string{}
+				member := func() string {
+					if tc.sharded {
+						return "m1"
+					}
+					return "leader"
+				}()
+				switch tc.name {
+				case "deleted":
+					require.NotEmpty(t, probe, "m1's outage has a probe")
+					name := probe[len(testNamespace)+1:]
+					require.NoError(t, f.dynamic.Tracker().Delete(widgetGVR, testNamespace, name))
+					for _, k := range keys {
+						if k != probe {
+							want[k[len(testNamespace)+1:]] = member
+						}
+					}
+				case "stopped":
+					require.NoError(t, s1.stop(t))
+					for _, k := range keys {
+						want[k[len(testNamespace)+1:]] = "m2"
+					}
+				}
+				time.Sleep(5 * time.Second)
+				synctest.Wait()
+
+				run.down.Store(false)
+				time.Sleep(outage.ProbeMax + 5*time.Second)
+				synctest.Wait()
+				require.Equal(t, want, run.reconciledBy(), "every Widget reconciled once the API server was back (the probe was %s)", probe)
+				if s2 != nil {
+					require.NoError(t, s2.stop(t))
+				} else {
+					require.NoError(t, s1.stop(t))
+				}
+			})
+		})
+	}
+}
+
+// outageWidgets returns a fake cluster of n Widgets, w0 to w(n-1), and
+// their keys.
+func outageWidgets(t *testing.T, n int) (*fakeCluster, []string) {
+	var objs []runtime.Object
+	var keys []string
+	for i := range n {
+		objs = append(objs, newWidget(fmt.Sprintf("w%d", i), 1))
+		keys = append(keys, fmt.Sprintf("%s/w%d", testNamespace, i))
+	}
+	return newFakeCluster(t, objs...), keys
+}
+
+// probeOf returns which of keys is c's outage's probe, or "".
+func probeOf(c *Controller, keys []string) string {
+	for _, k := range keys {
+		if c.outage.Probing(k) {
+			return k
+		}
+	}
+	return ""
 }

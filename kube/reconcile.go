@@ -18,13 +18,15 @@ import (
 // worker takes keys from the queue until it shuts down, and reconciles
 // each one, unless the controller has begun to stop or its replica's Lease
 // deadline has passed (mayWork): a key taken after that is marked done
-// unreconciled, and left for the next leader.
+// unreconciled, and left for the next leader. A key not reconciled, so or
+// because another member owns it (takeKey), leaves the outage.
 func (c *Controller) worker(ctx context.Context, queue workqueue.TypedRateLimitingInterface[string], lister cache.Indexer, stopping <-chan struct{}) {
 	for {
 		key, shutdown := queue.Get()
 		if shutdown {
 			return
 		}
+		reconciled := false
 		select {
 		case <-stopping:
 		default:
@@ -34,8 +36,14 @@ func (c *Controller) worker(ctx context.Context, queue workqueue.TypedRateLimiti
 				if rctx, done, ok := takeKey(ctx, queue, key); ok {
 					c.reconcile(rctx, queue, lister, key)
 					done()
+					reconciled = true
 				}
 			}
+		}
+		if !reconciled && c.outage != nil {
+			// If key is the outage's probe, another held key probes in
+			// its place (internal/outage).
+			c.outage.Left(key)
 		}
 		queue.Done(key)
 	}
@@ -50,9 +58,11 @@ func (c *Controller) reconcile(ctx context.Context, queue workqueue.TypedRateLim
 }
 
 // settle records the reconcile's outcome and settles key in the queue: a
-// recovered panic is recorded and not retried, an error is retried with
-// backoff unless it is Terminal, and a success forgets key's backoff and
-// queues it again after after, if after is positive. Both go through the outage, which holds
+// recovered panic is recorded and not retried; an error once the replica
+// may no longer work (mayWork) is forgotten with a DEBUG record only; an
+// error is retried with backoff unless it is Terminal; and a success
+// forgets key's backoff and queues it again after after, if after is
+// positive. Both go through the outage, which holds
 // rather than backs off a key that failed as every key does while the API
 // server refuses the controller, and queues each again at once once a
 // reconcile succeeds after it (internal/outage).
@@ -65,7 +75,18 @@ func (c *Controller) settle(ctx context.Context, queue workqueue.TypedRateLimiti
 		queue.Forget(key)
 		if c.outage != nil {
 			// A probe that panics fails on its own: another held key probes.
-			c.outage.Reprobe(key)
+			c.outage.Left(key)
+		}
+	case err != nil && mayWork(ctx) != nil:
+		// The replica may no longer work (its Lease is no longer valid:
+		// a write the lease's check refused, or a reconcile cancelled by
+		// the lost Lease): it is on its way out, and the object is its
+		// next owner's. Not the object's failure, nor an outage's: no
+		// record but a DEBUG one, and key is forgotten.
+		rec.Stopped(ctx, err)
+		queue.Forget(key)
+		if c.outage != nil {
+			c.outage.Left(key)
 		}
 	case IsTerminal(err):
 		// As controller-runtime's reconcile.TerminalError: recorded, and
@@ -74,7 +95,7 @@ func (c *Controller) settle(ctx context.Context, queue workqueue.TypedRateLimiti
 		c.recordFailure(lister, key, err, false)
 		queue.Forget(key)
 		if c.outage != nil {
-			c.outage.Reprobe(key)
+			c.outage.Left(key)
 		}
 	case err != nil:
 		rec.Failed(ctx, err)

@@ -5,13 +5,31 @@
 // once when a reconcile succeeds after it.
 //
 // It owns Outage (with Probing, which key is the probe, for tests), New
-// and CommonFailure. Its invariants: a failure that
-// isn't CommonFailure's is backed off by the queue as ever; at most one
-// held key is the pending probe, its delay doubling from ProbeMin to
-// ProbeMax (or the retry cap, if shorter); a probe that fails on its own
-// hands the probe on to another held key; the first success after an
-// outage of After or more queues every held key again, and forgets the
-// outage.
+// and CommonFailure. Its invariants: a failure that isn't CommonFailure's
+// is backed off by the queue as ever; the first success after an outage
+// of After or more queues every held key again, and forgets the outage;
+// and while an outage is on, either a probe is queued or nothing is held.
+// That last one is what keeps held keys from waiting for good: one held
+// key is the probe, queued to be reconciled when it is due, its delay
+// doubling from ProbeMin to ProbeMax (or the retry cap, if shorter); in
+// the outage's first After, every held key is queued by its own backoff.
+// One function keeps it (handOnLocked): whenever the probe's key leaves
+// (Left: its reconcile panicked, failed with a Terminal error or one of
+// its own such as a 409, or the replica no longer reconciles it, because
+// Sharding moved it to another member, the Lease is no longer valid, or
+// the controller is stopping), another held key becomes the probe, due
+// when the probe was, or at once if that has passed; and a key that fails
+// alike while no probe is pending becomes the probe. A key that left
+// isn't held: it is backed off on its own, dropped as a Terminal error or
+// a panic is, or another member's. A reconcile of a key whose object is
+// gone succeeds, and ends the outage as any success does.
+//
+// A probe queued after a delay, by a key no worker holds, is Low in the
+// controller's queue: due, it waits behind the keys ready at Low (an
+// initial list's, a resync's, retries), each of which is a reconcile as
+// good as the probe at seeing the API server's return, since any success
+// ends the outage. A probe due at once is a plain add (Normal), as
+// client-go's and controller-runtime's AddAfter(key, d ≤ 0) are.
 //
 // A failed reconcile raises its object's backoff, from Settings.RetryBaseDelay
 // doubling to Settings.RetryMaxDelay, as the spec has it. But when the API server
@@ -91,11 +109,13 @@ func New(queue workqueue.TypedRateLimitingInterface[string], retryMax time.Durat
 
 // Failed notes key's failure with err, and backs key off: in an outage
 // it is held, to be queued again when the outage ends, and queued as the
-// probe if none is pending; otherwise the queue backs it off as ever.
+// probe if the probe is due or none is pending; otherwise the queue backs
+// it off as ever, and a failure that isn't CommonFailure's leaves the
+// outage (Left).
 func (o *Outage) Failed(key string, err error) {
 	if !CommonFailure(err) {
 		o.queue.AddRateLimited(key)
-		o.Reprobe(key)
+		o.Left(key)
 		return
 	}
 	o.mu.Lock()
@@ -105,54 +125,80 @@ func (o *Outage) Failed(key string, err error) {
 	}
 	o.held[key] = struct{}{}
 	if now.Sub(o.since) < After {
+		// Not an outage yet: backed off as ever, so queued, and the
+		// probe if none is.
+		if o.probeKey == "" {
+			o.probeKey = key
+		}
 		o.mu.Unlock()
 		o.queue.AddRateLimited(key)
 		return
 	}
-	if now.Before(o.next) {
+	var probe string
+	var delay time.Duration
+	switch {
+	case !now.Before(o.next):
+		// The probe is due: key probes next, after a longer delay.
+		o.probe = min(max(2*o.probe, ProbeMin), o.probeMax)
+		o.next = now.Add(o.probe)
+		o.probeKey = key
+		probe, delay = key, o.probe
+	case key == o.probeKey:
 		// The probe's key, reconciled early for a change, keeps its
 		// place as the probe: the work queue lets a change end a key's
 		// delay (kube/internal/priorityqueue), so it is delayed anew.
-		probe, wait := key == o.probeKey, o.next.Sub(now)
-		o.mu.Unlock()
-		if probe {
-			o.queue.AddAfter(key, wait)
-		}
-		return
+		probe, delay = key, o.next.Sub(now)
+	default:
+		// Held; the probe, if none is pending (handOnLocked).
+		probe, delay, _ = o.handOnLocked(now)
 	}
-	o.probe = min(max(2*o.probe, ProbeMin), o.probeMax)
-	o.next = now.Add(o.probe)
-	o.probeKey = key
-	delay := o.probe
 	o.mu.Unlock()
-	o.queue.AddAfter(key, delay)
+	if probe != "" {
+		o.queue.AddAfter(probe, delay)
+	}
 }
 
-// Reprobe hands the probe on to another held key when key, the probe's,
-// failed on its own (not as every key fails in an outage): key is backed
-// off on its own, and without another probe the held keys would wait for
-// a success that may never come, such as when the API server is back and
-// key fails for its own reason every time.
-func (o *Outage) Reprobe(key string) {
+// Left notes that key left the outage other than by failing alike: its
+// reconcile failed on its own (a panic, a Terminal error, an error that
+// isn't CommonFailure's: the queue backs it off on its own, or drops
+// it), or the replica no longer reconciles it (with Sharding, another
+// member owns it now; the replica's Lease is no longer valid; the
+// controller is stopping). key is no longer held, and if it was the
+// probe, another held key probes in its place (handOnLocked).
+func (o *Outage) Left(key string) {
 	o.mu.Lock()
-	if o.probeKey != key || key == "" {
-		o.mu.Unlock()
-		return
+	delete(o.held, key)
+	if o.probeKey == key {
+		o.probeKey = ""
 	}
-	o.probeKey = ""
-	for k := range o.held {
-		if k != key {
-			o.probeKey = k
-			break
-		}
-	}
-	next := o.probeKey
-	o.next = o.now().Add(o.probe)
-	delay := o.probe
+	probe, delay, ok := o.handOnLocked(o.now())
 	o.mu.Unlock()
-	if next != "" {
-		o.queue.AddAfter(next, delay)
+	if ok {
+		o.queue.AddAfter(probe, delay)
 	}
+}
+
+// handOnLocked keeps the outage's invariant, and is the one place that
+// does: while keys are held, one of them is the probe, and queued. With
+// keys held and no probe (the probe's key left, or failed alike after
+// leaving), it makes a held key the probe, and reports it and its delay
+// for the caller to queue once o.mu is unlocked: due when the probe was
+// (next), or at once if that has passed. In the outage's first After
+// every held key is queued by its own backoff, so the new probe is
+// already queued and ok is false. o.mu is held.
+func (o *Outage) handOnLocked(now time.Time) (key string, delay time.Duration, ok bool) {
+	if o.probeKey != "" || len(o.held) == 0 {
+		return "", 0, false
+	}
+	for k := range o.held {
+		key = k
+		break
+	}
+	o.probeKey = key
+	if now.Sub(o.since) < After {
+		return "", 0, false
+	}
+	return key, max(o.next.Sub(now), 0), true
 }
 
 // Probing reports whether key is the pending probe of an outage: reconciles

@@ -24,7 +24,9 @@
 // A key queued by AddAfter or AddRateLimited while a worker holds it (a
 // retry, a requeue after a delay) keeps the priority it was handed out
 // with, as controller-runtime's controller does; queued so while no
-// worker holds it, it is Low. Add queues at Normal.
+// worker holds it, it is Low. Add queues at Normal, and so does AddAfter
+// with a delay of 0 or less, which client-go's and controller-runtime's
+// queues take as a plain add.
 package priorityqueue
 
 import (
@@ -176,19 +178,30 @@ func (q *Queue[T]) AddWithPriority(key T, p Priority) {
 	q.addLocked(key, p, 0)
 }
 
-// AddAfter queues key, ready after d (at once if d ≤ 0), at the priority
-// a worker holding it was handed it with, or Low.
+// AddAfter queues key, ready after d, at the priority a worker holding
+// it was handed it with, or Low. With d ≤ 0 it is Add, at Normal, as
+// client-go's and controller-runtime's AddAfter are a plain add then.
 func (q *Queue[T]) AddAfter(key T, d time.Duration) {
-	q.mu.Lock()
-	defer q.mu.Unlock()
-	q.addLocked(key, q.retryPriorityLocked(key), d)
+	if d <= 0 {
+		q.Add(key)
+		return
+	}
+	q.addRetry(key, d)
 }
 
 // AddRateLimited queues key after its rate limiter's delay, at the
-// priority a worker holding it was handed it with, or Low.
+// priority a worker holding it was handed it with, or Low, even if the
+// delay is 0.
 func (q *Queue[T]) AddRateLimited(key T) {
-	d := q.limiter.When(key)
-	q.AddAfter(key, d)
+	q.addRetry(key, q.limiter.When(key))
+}
+
+// addRetry queues key after d at the priority a worker holding it was
+// handed it with, or Low.
+func (q *Queue[T]) addRetry(key T, d time.Duration) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.addLocked(key, q.retryPriorityLocked(key), d)
 }
 
 func (q *Queue[T]) retryPriorityLocked(key T) Priority {

@@ -115,6 +115,31 @@ func TestAChangeEndsABackoffAndARetryKeepsItsPriority(t *testing.T) {
 	})
 }
 
+// TestAddAfterWithNoDelayIsAPlainAdd: client-go's and controller-runtime's
+// queues take AddAfter(key, d) with d ≤ 0 as Add, so a key queued so (the
+// outage's probe, handed on when it was due already) goes ahead of a Low
+// backlog, at Normal; it was Low, behind the backlog. A rate-limited
+// retry with no delay stays Low.
+func TestAddAfterWithNoDelayIsAPlainAdd(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		q := New(Config[string]{RateLimiter: workqueue.NewTypedItemExponentialFailureRateLimiter[string](0, 0)})
+		defer q.ShutDown()
+		q.AddWithPriority("backlog", Low)
+		q.AddAfter("now", 0)
+		q.AddAfter("past", -time.Second)
+		q.AddRateLimited("retry")
+		var got []string
+		var prios []Priority
+		for range 4 {
+			k, p, _ := q.GetWithPriority()
+			got, prios = append(got, k), append(prios, p)
+			q.Done(k)
+		}
+		require.Equal(t, []string{"now", "past", "backlog", "retry"}, got)
+		require.Equal(t, []Priority{Normal, Normal, Low, Low}, prios)
+	})
+}
+
 func TestAKeyIsNeverHandedToTwoWorkers(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		q := New(Config[string]{})

@@ -78,6 +78,16 @@ func (r *Reconcile) Failed(ctx context.Context, err error) {
 	r.end(outcomeError)
 }
 
+// Stopped ends the reconcile of a replica that may no longer work (its
+// Lease no longer valid) quietly: not as a failure, since the object's
+// next owner reconciles it. The span ends without an error status, and
+// one DEBUG record, reconcile stopped, carries err; the duration isn't
+// recorded, the reconcile having no outcome of its own.
+func (r *Reconcile) Stopped(ctx context.Context, err error) {
+	r.t.log.DebugContext(ctx, "reconcile stopped", append(r.attrs, slog.String("reason", err.Error()))...)
+	r.span.End()
+}
+
 // Panicked records a recovered panic, value raised on stack, as
 // OpenTelemetry records an exception: an exception event on the span and
 // its status Error, and one ERROR record, reconcile panicked, with the
