@@ -142,7 +142,7 @@ func convertAny(x any) (any, bool) {
 		if rv.Kind() == reflect.Pointer && rv.IsNil() {
 			return x, false
 		}
-		return t.String(), true
+		return stringOf(t), true
 	}
 	rv := reflect.ValueOf(x)
 	switch rv.Kind() {
@@ -177,4 +177,17 @@ func convertAny(x any) (any, bool) {
 		}
 	}
 	return x, false
+}
+
+// stringOf is s.String(), or, when String panics (a method promoted from a
+// nil embedded pointer, say), what fmt prints for such a value,
+// %!v(PANIC=String method: …): a log call never panics for the value it
+// records, as with slog's own handlers.
+func stringOf(s fmt.Stringer) (str string) {
+	defer func() {
+		if r := recover(); r != nil {
+			str = fmt.Sprintf("%v", s)
+		}
+	}()
+	return s.String()
 }

@@ -1,8 +1,10 @@
 package logattrs_test
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -74,4 +76,19 @@ func TestEveryAttributeReachesTheBridgeEncodable(t *testing.T) {
 		g = append(g, string(kv.Key)+"="+kv.Value.AsString())
 	}
 	require.Equal(t, "uid=u2", strings.Join(g, ","))
+}
+
+// endpoint's String is url.URL's, promoted from a nil pointer: it panics.
+type endpoint struct{ *url.URL }
+
+// A value whose String panics is logged as fmt prints it
+// (%!v(PANIC=String method: …)), as slog's own handlers do, and the log
+// call doesn't panic: a reconcile's LoggerFrom(ctx).Info of such a value
+// would otherwise be a reconcile panic, never retried.
+func TestAPanickingStringIsLoggedAsFmtPrintsIt(t *testing.T) {
+	var buf bytes.Buffer
+	require.NotPanics(t, func() {
+		slog.New(logattrs.Handler(slog.NewTextHandler(&buf, nil))).Info("converted", "ep", endpoint{})
+	})
+	require.Contains(t, buf.String(), "PANIC=String method")
 }
