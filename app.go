@@ -92,7 +92,8 @@ func Main(init Init, opts ...Option) {
 // Run returns 0 when the App stopped on a signal, on ctx or on its own, and
 // every Serve and Shutdown returned nil; it returns 1 when building the
 // Telemetry or init failed, init is nil, or init returned a nil Service or
-// a StopAfter order that names a Service it didn't return or has a cycle
+// a StopAfter order that names a Service it didn't return, returns one
+// twice or has a cycle
 // (and then no Service starts), or when any Serve or
 // Shutdown returned an error or panicked, or was still running ForcedStopWait
 // after the grace period ended, or when Telemetry's Shutdown failed. Every

@@ -529,7 +529,14 @@ func TestRunExitsOneNamingEveryMistakeOfTheStopOrderAndStartsNothing(t *testing.
 		host = humustest.NewHost(t)
 		code = humus.Run(t.Context(), host.Host, initWith(humus.StopAfter(a, c), b, humus.StopAfter(c, d), humus.StopAfter(d, a)))
 		require.Equal(t, 1, code)
-		require.Equal(t, "humus: init: the stop order has a cycle: of service 0 (*humus_test.service), service 2 (*humus_test.service), service 3 (*humus_test.service), none can stop first, since each is to stop after another of them (StopAfter)\n",
+		require.Equal(t, "humus: init: the stop order has a cycle: service 0 (*humus_test.service), service 2 (*humus_test.service), service 3 (*humus_test.service) never get their turn to stop, since each is to stop after one of them (StopAfter), on the cycle or behind it\n",
+			host.StderrString())
+
+		// A Service returned twice, once marked and once not, would be
+		// served twice, the unmarked copy stopped at once.
+		host = humustest.NewHost(t)
+		require.Equal(t, 1, humus.Run(t.Context(), host.Host, initWith(b, a, humus.StopAfter(b, a))))
+		require.Equal(t, "humus: init: services 0 and 2 are the same *humus_test.service, returned twice, so it would be served twice and StopAfter's order of one copy would not hold the other: return it once (marked with StopAfter, if it is to stop after others)\n",
 			host.StderrString())
 
 		host = humustest.NewHost(t)

@@ -23,8 +23,9 @@ import (
 // Service by the same pointer Init returns: one whose type isn't
 // comparable (a struct holding a slice or a map) matches nothing. Run
 // exits 1 before any Service starts, naming each mistake, when one of
-// first is nil or isn't among the Services Init returns, or when the
-// order has a cycle (a Service that would stop after itself).
+// first is nil or isn't among the Services Init returns, when Init returns
+// one Service twice, or when the order has a cycle (a Service that would
+// stop after itself).
 // StopAfter(StopAfter(svc, a), b) stops svc after both a and b; with no
 // first, it is svc unordered.
 //
@@ -70,6 +71,13 @@ func stopOrder(svcs []Service) ([]Service, [][]int, error) {
 	}
 	after := make([][]int, len(svcs))
 	var errs []error
+	for i := range plain {
+		for j := i + 1; j < len(plain); j++ {
+			if plain[i] != nil && same(plain[i], plain[j]) {
+				errs = append(errs, fmt.Errorf("init: services %d and %d are the same %T, returned twice, so it would be served twice and StopAfter's order of one copy would not hold the other: return it once (marked with StopAfter, if it is to stop after others)", i, j, plain[i]))
+			}
+		}
+	}
 	for i, s := range svcs {
 		_, first := unwrap(s)
 		for k, f := range first {
@@ -98,7 +106,7 @@ func stopOrder(svcs []Service) ([]Service, [][]int, error) {
 		for k, i := range cycle {
 			names[k] = fmt.Sprintf("service %d (%T)", i, plain[i])
 		}
-		return nil, nil, fmt.Errorf("init: the stop order has a cycle: of %s, none can stop first, since each is to stop after another of them (StopAfter)", strings.Join(names, ", "))
+		return nil, nil, fmt.Errorf("init: the stop order has a cycle: %s never get their turn to stop, since each is to stop after one of them (StopAfter), on the cycle or behind it", strings.Join(names, ", "))
 	}
 	return plain, after, nil
 }
