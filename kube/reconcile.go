@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/z5labs/humus/kube/internal/sharding"
 	ktel "github.com/z5labs/humus/kube/internal/telemetry"
 )
 
@@ -77,12 +78,14 @@ func (c *Controller) settle(ctx context.Context, queue workqueue.TypedRateLimiti
 			// A probe that panics fails on its own: another held key probes.
 			c.outage.Left(key)
 		}
-	case err != nil && mayWork(ctx) != nil:
+	case err != nil && (mayWork(ctx) != nil || errors.Is(context.Cause(ctx), sharding.ErrKeyMoved)):
 		// The replica may no longer work (its Lease is no longer valid:
 		// a write the lease's check refused, or a reconcile cancelled by
 		// the lost Lease): it is on its way out, and the object is its
-		// next owner's. Not the object's failure, nor an outage's: no
-		// record but a DEBUG one, and key is forgotten.
+		// next owner's. Or the key moved to another shard member, which
+		// cancelled this reconcile once it outlasted the view change:
+		// the key is that member's now. Not the object's failure, nor an
+		// outage's: no record but a DEBUG one, and key is forgotten.
 		rec.Stopped(ctx, err)
 		queue.Forget(key)
 		if c.outage != nil {

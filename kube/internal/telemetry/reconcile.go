@@ -79,8 +79,8 @@ func (r *Reconcile) Failed(ctx context.Context, err error) {
 }
 
 // Stopped ends the reconcile of a replica that may no longer work (its
-// Lease no longer valid) quietly: not as a failure, since the object's
-// next owner reconciles it. The span ends without an error status, and
+// Lease no longer valid), or of a key that moved to another shard member,
+// quietly: not as a failure, since the object's next owner reconciles it. The span ends without an error status, and
 // one DEBUG record, reconcile stopped, carries err; the duration isn't
 // recorded, the reconcile having no outcome of its own.
 func (r *Reconcile) Stopped(ctx context.Context, err error) {
