@@ -95,9 +95,14 @@ type Defaulting[T any] struct {
 	// of what it changed (obj encoded before and after it), adds and
 	// replaces only: a field T lacks is kept, as controller-runtime's
 	// defaulter keeps it by default, and so is one Default empties. A
-	// list is patched element by element, by index, as controller-runtime
-	// patches it, so an element's fields T lacks are kept too, unless
-	// Default shortens the list, which is then replaced whole. Numbers are
+	// list whose elements Default only fills in (every non-zero value of
+	// each element unchanged) and perhaps appends to is patched element
+	// by element, by index, as controller-runtime patches it, so an
+	// element's fields T lacks are kept too. Any other list (shortened,
+	// prepended to, reordered, or an element's value changed) is
+	// replaced whole, as Default left it: its elements' fields T lacks
+	// are then lost, rather than moved onto another element, since
+	// nothing else proves which element is which. Numbers are
 	// compared and patched exactly, every digit of an int64 or uint64
 	// kept. An error denies the request. Required.
 	Default func(ctx context.Context, obj *T) error
@@ -443,12 +448,12 @@ type op struct {
 // of what Default changed: the difference between before and after, obj
 // encoded before and after Default, as an add of each key after has and
 // before hasn't, and a replace of each value that differs, never a
-// removal. A list is diffed element by element, by index, with an add of
-// each element Default appended; one Default shortened is replaced
-// whole. Diffing the two encodings rather than raw and after keeps out
-// what encoding alone changes: a field T lacks, which would be removed,
-// and a zero value T writes, which would be added. nil when Default
-// changed nothing.
+// removal. A list whose elements Default only filled in (filledIn) is
+// diffed element by element, by index, with an add of each element
+// Default appended; any other is replaced whole. Diffing the two
+// encodings rather than raw and after keeps out what encoding alone
+// changes: a field T lacks, which would be removed, and a zero value T
+// writes, which would be added. nil when Default changed nothing.
 func patch(raw, before, after []byte) ([]byte, error) {
 	var o, b, a any
 	for _, d := range []struct {
@@ -479,17 +484,20 @@ func diff(path string, o, b, a any, ops *[]op) {
 		return // unchanged, or emptied: no removal
 	}
 	if ol, ok := o.([]any); ok {
-		// A list Default lengthened or kept its length is diffed element
-		// by element, by index, as controller-runtime's defaulter's
-		// patch (gomodules.xyz/jsonpatch) diffs it, so that an element's
-		// fields T lacks are kept; one it shortened is replaced whole
-		// (jsondiff.Pair: the object as it came and as T decoded it pair
-		// ByIndex, T's before and after Default Appended).
+		// A list whose elements Default only filled in, and perhaps
+		// appended to, is diffed element by element, by index, as
+		// controller-runtime's defaulter's patch (gomodules.xyz/jsonpatch)
+		// diffs it, so that an element's fields T lacks are kept. Any
+		// other list (one Default shortened, prepended to, reordered, or
+		// whose elements' values it changed) is replaced whole, since no
+		// index is then known to hold the same element before and after:
+		// its elements' fields T lacks are lost, never moved onto another
+		// element. Without the schema's list-map keys nothing better
+		// names an element.
 		bl, bok := b.([]any)
 		al, aok := a.([]any)
 		_, came := jsondiff.Pair(ol, bl, nil, jsondiff.ByIndex)
-		_, defaulted := jsondiff.Pair(bl, al, nil, jsondiff.Appended)
-		if bok && aok && came && defaulted {
+		if bok && aok && came && filledIn(bl, al) {
 			for i := range bl {
 				diff(fmt.Sprintf("%s/%d", path, i), ol[i], bl[i], al[i], ops)
 			}
@@ -522,4 +530,61 @@ func diff(path string, o, b, a any, ops *[]op) {
 			*ops = append(*ops, op{Op: "add", Path: p, Value: am[k]})
 		}
 	}
+}
+
+// filledIn reports whether al, a list after Default, is bl, the list
+// before, with its elements only filled in and perhaps elements appended:
+// al is no shorter, and every value of each bl[i] that isn't zero (null,
+// "", false, 0, {} or []) is unchanged in al[i], objects compared key by
+// key and lists as filledIn compares them. Then al[i] is provably bl[i] defaulted, and the two pair by index
+// (a proof jsondiff.Pair's Appended, looking at lengths only, leaves to
+// its caller).
+func filledIn(bl, al []any) bool {
+	if len(al) < len(bl) {
+		return false
+	}
+	for i := range bl {
+		if !kept(bl[i], al[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// kept reports whether every non-zero value of b is unchanged in a.
+func kept(b, a any) bool {
+	switch bv := b.(type) {
+	case nil:
+		return true
+	case string:
+		if bv == "" {
+			return true
+		}
+	case bool:
+		if !bv {
+			return true
+		}
+	case []any:
+		al, ok := a.([]any)
+		return len(bv) == 0 || ok && filledIn(bv, al)
+	case map[string]any:
+		am, ok := a.(map[string]any)
+		if len(bv) == 0 {
+			return true
+		}
+		if !ok {
+			return false
+		}
+		for k, v := range bv {
+			if !kept(v, am[k]) {
+				return false
+			}
+		}
+		return true
+	default:
+		if jsondiff.Equal(b, 0) {
+			return true
+		}
+	}
+	return jsondiff.Equal(b, a)
 }

@@ -10,6 +10,7 @@ import (
 
 	admissionregistrationv1 "k8s.io/api/admissionregistration/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -149,7 +150,10 @@ type Configuration struct {
 
 	// Path is where the App mounts the handler, such as /validate; ""
 	// is ValidatePath for a ValidatingWebhookConfiguration and
-	// DefaultPath for a MutatingWebhookConfiguration. It starts with /.
+	// DefaultPath for a MutatingWebhookConfiguration. It starts with /;
+	// for a Service, each of its /-separated segments is a DNS-1123
+	// subdomain, as the API server requires (/validate-widgets, not
+	// /validate_widgets).
 	Path string
 
 	// FailurePolicy is what the API server does when the webhook can't
@@ -165,6 +169,29 @@ type Configuration struct {
 	// objects in the namespaces whose labels match, and to the objects
 	// whose labels match; nil, the default, matches every one.
 	NamespaceSelector, ObjectSelector *metav1.LabelSelector
+}
+
+// servicePath returns the mistakes in path, a Service's path starting
+// with /, as the API server's webhook.ValidateWebhookService
+// (k8s.io/apiserver/pkg/util/webhook) finds them: "/" is fine; else,
+// without its leading / and one trailing /, each /-separated segment must
+// be a DNS-1123 subdomain (lowercase letters, digits, '-' and '.'),
+// never empty.
+func servicePath(path string) []error {
+	if path == "/" {
+		return nil
+	}
+	var errs []error
+	for i, seg := range strings.Split(strings.TrimSuffix(path[1:], "/"), "/") {
+		if seg == "" {
+			errs = append(errs, fmt.Errorf("Configuration.Path %q: segment %d is empty: the API server refuses a Service path with an empty segment (//)", path, i))
+			continue
+		}
+		if msgs := validation.IsDNS1123Subdomain(seg); len(msgs) > 0 {
+			errs = append(errs, fmt.Errorf("Configuration.Path %q: segment %d %q: %s (the API server's rule for a Service path, such as /validate-widgets)", path, i, seg, strings.Join(msgs, "; ")))
+		}
+	}
+	return errs
 }
 
 // A ruled webhook is a Validating or Defaulting, whose resource and
@@ -247,6 +274,18 @@ func (c Configuration) webhooks(kind, defaultPath string, es []entry) ([]admissi
 	}
 	if !strings.HasPrefix(path, "/") {
 		errs = append(errs, fmt.Errorf("Configuration.Path %q: must start with /", c.Path))
+	} else if c.Client.URL == "" {
+		errs = append(errs, servicePath(path)...)
+	}
+	for _, s := range []struct {
+		name string
+		sel  *metav1.LabelSelector
+	}{{"NamespaceSelector", c.NamespaceSelector}, {"ObjectSelector", c.ObjectSelector}} {
+		// The API server's own check of a webhook's selectors
+		// (k8s.io/kubernetes pkg/apis/admissionregistration/validation).
+		for _, fe := range metav1validation.ValidateLabelSelector(s.sel, metav1validation.LabelSelectorValidationOptions{}, field.NewPath("Configuration", s.name)) {
+			errs = append(errs, errors.New(fe.Error()))
+		}
 	}
 	fp := c.FailurePolicy
 	switch fp {
@@ -335,9 +374,12 @@ func (c Configuration) webhooks(kind, defaultPath string, es []entry) ([]admissi
 //
 // It returns one error naming every mistake in c and vs: a missing or
 // invalid Name, Client's mistakes (see ClientConfig.Check), a Path not
-// starting with /, an unknown FailurePolicy, a TimeoutSeconds over 30, no
-// webhook, a nil one, a resource without version or plural, a Validating
-// with no function, a resource given twice, a resource whose webhook's
+// starting with / or, for a Service, with a segment that isn't a DNS-1123
+// subdomain (such as /validate_widgets, /a//b or /Validate: the API
+// server refuses them), a NamespaceSelector or ObjectSelector the API
+// server refuses (an unknown operator, an invalid key or value), an
+// unknown FailurePolicy, a TimeoutSeconds over 30, no webhook, a nil one,
+// a resource without version or plural, a Validating with no function, a resource given twice, a resource whose webhook's
 // name (WebhookName) isn't a lowercase DNS subdomain.
 func ValidatingWebhookConfiguration(c Configuration, vs ...ValidatingWebhook) (*admissionregistrationv1.ValidatingWebhookConfiguration, error) {
 	hooks, err := c.webhooks("ValidatingWebhookConfiguration", ValidatePath, entries(vs, func(v ValidatingWebhook) error {

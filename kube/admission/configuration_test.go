@@ -172,6 +172,42 @@ func TestWebhookConfigurationMistakes(t *testing.T) {
 	require.ErrorContains(t, err, "no webhook was given")
 }
 
+// TestWebhookConfigurationRefusesWhatTheAPIServerRefuses: a Service path
+// with a segment that isn't a DNS-1123 subdomain (the API server's
+// webhook.ValidateWebhookService) and a label selector with an unknown
+// operator (metav1validation.ValidateLabelSelector) are named in the one
+// error, each of them; a URL's path isn't held to the Service's rule.
+func TestWebhookConfigurationRefusesWhatTheAPIServerRefuses(t *testing.T) {
+	bad := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: "Equals", Values: []string{"b"}}}}
+	for _, c := range []struct {
+		c    admission.Configuration
+		want []string
+	}{
+		{admission.Configuration{Path: "/validate_widgets"}, []string{`Configuration.Path "/validate_widgets": segment 0 "validate_widgets": a lowercase RFC 1123 subdomain`}},
+		{admission.Configuration{Path: "/validate//widgets"}, []string{`Configuration.Path "/validate//widgets": segment 1 is empty`}},
+		{admission.Configuration{Path: "/Validate/x_y"}, []string{`segment 0 "Validate"`, `segment 1 "x_y"`}},
+		{admission.Configuration{NamespaceSelector: bad, ObjectSelector: bad}, []string{
+			`Configuration.NamespaceSelector.matchExpressions[0].operator: Invalid value: "Equals": not a valid selector operator`,
+			`Configuration.ObjectSelector.matchExpressions[0].operator: Invalid value: "Equals": not a valid selector operator`,
+		}},
+	} {
+		c.c.Name, c.c.Client = "widgets", service
+		_, err := admission.ValidatingWebhookConfiguration(c.c, validateWidgets())
+		for _, want := range c.want {
+			require.ErrorContains(t, err, want, "%+v", c.c)
+		}
+	}
+	for _, c := range []admission.Configuration{
+		{Name: "widgets", Client: service, Path: "/"},
+		{Name: "widgets", Client: service, Path: "/validate/widgets.example.com/"},
+		{Name: "widgets", Client: admission.ClientConfig{URL: "https://127.0.0.1:9443"}, Path: "/validate_widgets"},
+		{Name: "widgets", Client: service, ObjectSelector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{{Key: "a", Operator: metav1.LabelSelectorOpIn, Values: []string{"b"}}}}},
+	} {
+		_, err := admission.ValidatingWebhookConfiguration(c, validateWidgets())
+		require.NoError(t, err, "%+v", c)
+	}
+}
+
 // TestClientConfigCheck: Check names every mistake of a Service or a
 // URL, as the API server checks a clientConfig.
 func TestClientConfigCheck(t *testing.T) {

@@ -3,6 +3,7 @@ package admission_test
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strings"
 	"testing"
 
@@ -64,6 +65,43 @@ func TestADefaultingPatchKeepsTheFieldsTLacksInAListsElements(t *testing.T) {
 			p, err := jsonpatch.DecodePatch(resp.Patch)
 			require.NoError(t, err)
 			patched, err := p.Apply([]byte(ported(c.in)))
+			require.NoError(t, err, "the patch %s", resp.Patch)
+			require.JSONEq(t, ported(c.want), string(patched), "the patch %s", resp.Patch)
+		})
+	}
+}
+
+// TestADefaultingPatchNeverMovesAFieldTLacksOntoAnotherElement: a Default
+// that prepends an element (a sidecar injected first) or sorts the list
+// leaves no index that provably holds the same element before and after,
+// so the list is replaced whole, as Default left it: a field T lacks
+// (protocol) is lost rather than landing on another element, as it did
+// when the list was paired by index on its length alone.
+func TestADefaultingPatchNeverMovesAFieldTLacksOntoAnotherElement(t *testing.T) {
+	in := `{"name":"b","port":81,"protocol":"UDP"},{"name":"a","port":80}`
+	for _, c := range []struct {
+		name string
+		def  func(p *Ported)
+		want string
+	}{
+		{"prepended", func(p *Ported) { p.Spec.Ports = append([]Port{{Name: "sidecar", Port: 15000}}, p.Spec.Ports...) },
+			`{"name":"sidecar","port":15000},{"name":"b","port":81},{"name":"a","port":80}`},
+		{"sorted", func(p *Ported) {
+			slices.SortFunc(p.Spec.Ports, func(x, y Port) int { return strings.Compare(x.Name, y.Name) })
+		}, `{"name":"a","port":80},{"name":"b","port":81}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			h, err := admission.Default(&humus.Setup{}, admission.Defaulting[Ported]{Resource: widgets,
+				Default: func(ctx context.Context, p *Ported) error { c.def(p); return nil }})
+			require.NoError(t, err)
+			ported := func(ports string) string {
+				return `{"apiVersion":"example.com/v1","kind":"Widget","metadata":{"name":"w"},"spec":{"ports":[` + ports + `]}}`
+			}
+			resp := answer(t, h, review("CREATE", ported(in), ""))
+			require.True(t, resp.Allowed, "%v", resp.Result)
+			p, err := jsonpatch.DecodePatch(resp.Patch)
+			require.NoError(t, err)
+			patched, err := p.Apply([]byte(ported(in)))
 			require.NoError(t, err, "the patch %s", resp.Patch)
 			require.JSONEq(t, ported(c.want), string(patched), "the patch %s", resp.Patch)
 		})

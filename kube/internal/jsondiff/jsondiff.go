@@ -16,10 +16,14 @@
 //     list with list-map keys (the schema's x-kubernetes-list-type: map
 //     and x-kubernetes-list-map-keys), those with the same keys' values,
 //     in any order, when both lists hold the same keys; in a list without,
-//     those at the same index, when both lists have one length (or, for a
-//     change that only appends, the first list's length). Otherwise the
-//     two lists are not paired, and are compared whole: an element of one
-//     is never taken for a different element of the other.
+//     those at the same index, when both lists have one length (ByIndex)
+//     or the first is no longer than the second (Appended). Otherwise the
+//     two lists are not paired, and are compared whole. Pairing by keys
+//     never takes an element of one for a different element of the
+//     other; pairing by index looks at the lengths alone, so it is right
+//     only where the caller knows no element was inserted, removed or
+//     moved (a list reordered, or with an element prepended, pairs too,
+//     wrongly), else it uses Whole.
 //   - Diff walks two documents with Equal and Pair and names each path
 //     where they differ.
 //
@@ -129,9 +133,14 @@ type Lists int
 const (
 	// ByIndex pairs the elements of two lists of one length by index.
 	ByIndex Lists = iota
-	// Appended pairs them by index when the second list is the first with
-	// elements appended, or of its length: the first's length pairs, the
-	// rest are the second's alone.
+	// Appended pairs them by index when the first list is no longer than
+	// the second: a[i] with b[i] for each i below len(a), the rest of b
+	// b's alone. It looks at the lengths only, taking on trust that the
+	// change only appended: a list sorted or with an element prepended
+	// pairs too, each a[i] with whatever element is now at b[i]. The
+	// caller must prove it, as admission's defaulting patch does before
+	// it pairs a list by index: each b[i] keeps every non-zero value of
+	// a[i].
 	Appended
 	// Whole never pairs them: the lists are compared whole. Where an index
 	// can't prove an element is the same one (a list written in between),
@@ -155,7 +164,9 @@ type Pairing struct {
 // whole: with keys, when an element of either lacks a key, holds an object
 // or list as a key's value, shares its keys' values with another element
 // of its list, or the two lists don't hold the same keys' values; without
-// keys, as Lists says.
+// keys, as Lists says, from the lengths alone: ByIndex and Appended never
+// look at the elements, so an index pairing holds only where the caller
+// knows no element was inserted, removed or moved.
 func Pair(a, b []any, keys []string, lists Lists) (p Pairing, ok bool) {
 	if len(keys) > 0 {
 		if len(a) != len(b) {
