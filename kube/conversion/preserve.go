@@ -281,8 +281,10 @@ func raw(v any, ok bool) *json.RawMessage {
 }
 
 // restore sets p's path in obj to p's value, or removes it, when its value
-// there equals p's base, and reports whether it did. An element of a list
-// is found by its keys' values (a path segment that is an object of them);
+// there equals p's base, and reports whether it did. Every parent of the
+// path must be in obj (the write through the spoke removed a missing one),
+// and an element of a list is found by its keys' values (a path segment
+// that is an object of them);
 // a list index, which can't prove the element is the one the value was
 // kept from, is never followed; and a list's element is never added or
 // removed.
@@ -290,22 +292,14 @@ func restore(obj map[string]any, p preserved) bool {
 	if len(p.Path) == 0 {
 		return false
 	}
+	// Diff descends only into what both the hub's object and the base
+	// hold, so every parent of a stored path was in the base: one missing
+	// now is one the write through the spoke removed, and the write wins.
 	var parent any = obj
 	for _, seg := range p.Path[:len(p.Path)-1] {
 		child, ok := lookup(parent, seg)
 		if !ok {
-			if p.Base != nil {
-				return false
-			}
-			// The base was absent, and so is its parent: make the parent
-			// an object, when the path names a key in it.
-			m, isMap := parent.(map[string]any)
-			key, isKey := seg.(string)
-			if !isMap || !isKey {
-				return false
-			}
-			child = map[string]any{}
-			m[key] = child
+			return false
 		}
 		parent = child
 	}
