@@ -284,7 +284,7 @@ func raw(v any, ok bool) *json.RawMessage {
 // there equals p's base, and reports whether it did. Every parent of the
 // path must be in obj (the write through the spoke removed a missing one),
 // and an element of a list is found by its keys' values (a path segment
-// that is an object of them);
+// that is an object of them), in the one element that has them;
 // a list index, which can't prove the element is the one the value was
 // kept from, is never followed; and a list's element is never added or
 // removed.
@@ -339,12 +339,21 @@ func restore(obj map[string]any, p preserved) bool {
 		if !isSel || p.Value == nil || !jsondiff.Matches(value, sel) {
 			return false
 		}
+		// As in lookup: only the one element with the keys' values.
+		at := -1
 		for i, e := range c {
 			if jsondiff.Matches(e, sel) {
-				c[i] = value
-				return true
+				if at >= 0 {
+					return false
+				}
+				at = i
 			}
 		}
+		if at < 0 {
+			return false
+		}
+		c[at] = value
+		return true
 	}
 	return false
 }

@@ -109,3 +109,17 @@ func TestPreservingWithListMapKeysRestoresEachElementsValueByItsKeys(t *testing.
 	got = writeTeamAtV1(t, sp, teamAB(), func(v1 *TeamV1) { v1.Spec.Members[0].Name = "x" })
 	require.Equal(t, []MemberV2{{Name: "x"}, {Name: "b", Zone: "zone-b"}}, got.Spec.Members, "a member renamed is another member: no zone")
 }
+
+func TestPreservingRestoresAListElementOnlyWhereOneElementHasItsKeys(t *testing.T) {
+	sp := conversion.NewSpoke("v1", teamV1ToV2, teamV2ToV1).PreservingWith(membersByName)
+	// An annotation a client wrote (Preserving never stores an element
+	// absent from the base), naming member b, which the write holds twice.
+	var v1 TeamV1
+	v1.Name = "t"
+	v1.Annotations = map[string]string{conversion.PreservedAnnotation: `[{"path":["spec","members",{"name":"b"}],"value":{"name":"b","zone":"x"}}]`}
+	v1.Spec.Members = []MemberV1{{Name: "b"}, {Name: "b", Role: "lead"}}
+	var got TeamV2
+	require.NoError(t, conversion.ToHub(sp, &v1, &got))
+	require.Equal(t, []MemberV2{{Name: "b"}, {Name: "b", Role: "lead"}}, got.Spec.Members,
+		"two elements have b's keys: neither is provably the one the value was kept from")
+}
