@@ -114,8 +114,13 @@ func (sp Spoke[H]) Preserving() Spoke[H] {
 // or changed its keys). A list's keys are used only where every element
 // of the list, as the hub has it and as the spoke gives it back, has a
 // scalar value for each key, no two elements share them, and both hold
-// the same elements in the same order; else the list is kept whole, as
-// Preserving keeps a list without keys.
+// the same elements; else the list is kept whole, as Preserving keeps a
+// list without keys. When the spoke gives them back in another order
+// (its toHub sorts them, say), the list is kept whole too, so that a
+// write that leaves it as the spoke gave it gets the hub's order back,
+// and each element's lost fields are kept as well, so that a write that
+// changes the list still gets them back on each element: the annotation
+// then holds the list twice.
 func (sp Spoke[H]) PreservingWith(o PreserveOptions) Spoke[H] {
 	if !sp.made || sp.toHub == nil || sp.fromHub == nil {
 		return sp // Handler and RoundTrip name the mistake

@@ -1,6 +1,8 @@
 package conversion_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -122,4 +124,29 @@ func TestPreservingRestoresAListElementOnlyWhereOneElementHasItsKeys(t *testing.
 	require.NoError(t, conversion.ToHub(sp, &v1, &got))
 	require.Equal(t, []MemberV2{{Name: "b"}, {Name: "b", Role: "lead"}}, got.Spec.Members,
 		"two elements have b's keys: neither is provably the one the value was kept from")
+}
+
+func TestPreservingWithListMapKeysRestoresEachElementsValueWhenTheSpokeReordersTheList(t *testing.T) {
+	// v1 keeps members sorted by name (as a spoke that holds them in a
+	// map does); the hub keeps the order a client gave.
+	toV2Sorted := func(src *TeamV1, dst *TeamV2) error {
+		if err := teamV1ToV2(src, dst); err != nil {
+			return err
+		}
+		slices.SortFunc(dst.Spec.Members, func(a, b MemberV2) int { return strings.Compare(a.Name, b.Name) })
+		return nil
+	}
+	sp := conversion.NewSpoke("v1", toV2Sorted, teamV2ToV1).PreservingWith(membersByName)
+	hubBA := func() *TeamV2 {
+		h := &TeamV2{ObjectMeta: metav1.ObjectMeta{Name: "t"}}
+		h.Spec.Members = []MemberV2{{Name: "b", Zone: "zone-b"}, {Name: "a", Zone: "zone-a"}}
+		return h
+	}
+
+	got := writeTeamAtV1(t, sp, hubBA(), func(v1 *TeamV1) { v1.Spec.Members[0].Role = "lead" }) // b
+	require.Equal(t, []MemberV2{{Name: "a", Zone: "zone-a"}, {Name: "b", Role: "lead", Zone: "zone-b"}}, got.Spec.Members,
+		"each member keeps its zone in the order the write gave")
+
+	got = writeTeamAtV1(t, sp, hubBA(), func(v1 *TeamV1) { v1.Labels = map[string]string{"l": "v"} })
+	require.Equal(t, hubBA().Spec.Members, got.Spec.Members, "a write that leaves the list alone keeps the hub's order")
 }
