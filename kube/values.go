@@ -65,7 +65,11 @@ const (
 // ("<nil>: Invalid value"). A rule on the object (kube.Rules of a
 // *kube.Object) can name .spec, .status and their fields, .apiVersion,
 // .kind and .metadata, but nothing below .metadata, such as
-// .metadata.name: the CRD's schema of metadata is a bare object.
+// .metadata.name: the CRD's schema of metadata is a bare object. Below an
+// embedded resource (Field(...).EmbeddedResource()) only the fields its
+// schema declares can be named, not its apiVersion, kind or metadata; and
+// a quoted name can't end in a backslash (the server's scanner reads \'
+// as an escaped quote).
 // OptionalOldSelf runs a transition rule on a create too, with oldSelf an
 // optional that has no value. CRD checks Rule is given, Reason is known
 // and FieldPath names a field of the rule's schema, as the API server

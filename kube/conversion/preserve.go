@@ -114,8 +114,13 @@ func (sp Spoke[H]) Preserving() Spoke[H] {
 // or changed its keys). A list's keys are used only where every element
 // of the list, as the hub has it and as the spoke gives it back, has a
 // scalar value for each key, no two elements share them, and both hold
-// the same elements in the same order; else the list is kept whole, as
-// Preserving keeps a list without keys.
+// the same elements; else the list is kept whole, as Preserving keeps a
+// list without keys. When the spoke gives them back in another order
+// (its toHub sorts them, say), the list is kept whole too, so that a
+// write that leaves it as the spoke gave it gets the hub's order back,
+// and each element's lost fields are kept as well, so that a write that
+// changes the list still gets them back on each element: the annotation
+// then holds the list twice.
 func (sp Spoke[H]) PreservingWith(o PreserveOptions) Spoke[H] {
 	if !sp.made || sp.toHub == nil || sp.fromHub == nil {
 		return sp // Handler and RoundTrip name the mistake
@@ -281,8 +286,10 @@ func raw(v any, ok bool) *json.RawMessage {
 }
 
 // restore sets p's path in obj to p's value, or removes it, when its value
-// there equals p's base, and reports whether it did. An element of a list
-// is found by its keys' values (a path segment that is an object of them);
+// there equals p's base, and reports whether it did. Every parent of the
+// path must be in obj (the write through the spoke removed a missing one),
+// and an element of a list is found by its keys' values (a path segment
+// that is an object of them), in the one element that has them;
 // a list index, which can't prove the element is the one the value was
 // kept from, is never followed; and a list's element is never added or
 // removed.
@@ -290,22 +297,14 @@ func restore(obj map[string]any, p preserved) bool {
 	if len(p.Path) == 0 {
 		return false
 	}
+	// Diff descends only into what both the hub's object and the base
+	// hold, so every parent of a stored path was in the base: one missing
+	// now is one the write through the spoke removed, and the write wins.
 	var parent any = obj
 	for _, seg := range p.Path[:len(p.Path)-1] {
 		child, ok := lookup(parent, seg)
 		if !ok {
-			if p.Base != nil {
-				return false
-			}
-			// The base was absent, and so is its parent: make the parent
-			// an object, when the path names a key in it.
-			m, isMap := parent.(map[string]any)
-			key, isKey := seg.(string)
-			if !isMap || !isKey {
-				return false
-			}
-			child = map[string]any{}
-			m[key] = child
+			return false
 		}
 		parent = child
 	}
@@ -345,12 +344,21 @@ func restore(obj map[string]any, p preserved) bool {
 		if !isSel || p.Value == nil || !jsondiff.Matches(value, sel) {
 			return false
 		}
+		// As in lookup: only the one element with the keys' values.
+		at := -1
 		for i, e := range c {
 			if jsondiff.Matches(e, sel) {
-				c[i] = value
-				return true
+				if at >= 0 {
+					return false
+				}
+				at = i
 			}
 		}
+		if at < 0 {
+			return false
+		}
+		c[at] = value
+		return true
 	}
 	return false
 }

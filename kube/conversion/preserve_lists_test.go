@@ -1,6 +1,8 @@
 package conversion_test
 
 import (
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -108,4 +110,43 @@ func TestPreservingWithListMapKeysRestoresEachElementsValueByItsKeys(t *testing.
 
 	got = writeTeamAtV1(t, sp, teamAB(), func(v1 *TeamV1) { v1.Spec.Members[0].Name = "x" })
 	require.Equal(t, []MemberV2{{Name: "x"}, {Name: "b", Zone: "zone-b"}}, got.Spec.Members, "a member renamed is another member: no zone")
+}
+
+func TestPreservingRestoresAListElementOnlyWhereOneElementHasItsKeys(t *testing.T) {
+	sp := conversion.NewSpoke("v1", teamV1ToV2, teamV2ToV1).PreservingWith(membersByName)
+	// An annotation a client wrote (Preserving never stores an element
+	// absent from the base), naming member b, which the write holds twice.
+	var v1 TeamV1
+	v1.Name = "t"
+	v1.Annotations = map[string]string{conversion.PreservedAnnotation: `[{"path":["spec","members",{"name":"b"}],"value":{"name":"b","zone":"x"}}]`}
+	v1.Spec.Members = []MemberV1{{Name: "b"}, {Name: "b", Role: "lead"}}
+	var got TeamV2
+	require.NoError(t, conversion.ToHub(sp, &v1, &got))
+	require.Equal(t, []MemberV2{{Name: "b"}, {Name: "b", Role: "lead"}}, got.Spec.Members,
+		"two elements have b's keys: neither is provably the one the value was kept from")
+}
+
+func TestPreservingWithListMapKeysRestoresEachElementsValueWhenTheSpokeReordersTheList(t *testing.T) {
+	// v1 keeps members sorted by name (as a spoke that holds them in a
+	// map does); the hub keeps the order a client gave.
+	toV2Sorted := func(src *TeamV1, dst *TeamV2) error {
+		if err := teamV1ToV2(src, dst); err != nil {
+			return err
+		}
+		slices.SortFunc(dst.Spec.Members, func(a, b MemberV2) int { return strings.Compare(a.Name, b.Name) })
+		return nil
+	}
+	sp := conversion.NewSpoke("v1", toV2Sorted, teamV2ToV1).PreservingWith(membersByName)
+	hubBA := func() *TeamV2 {
+		h := &TeamV2{ObjectMeta: metav1.ObjectMeta{Name: "t"}}
+		h.Spec.Members = []MemberV2{{Name: "b", Zone: "zone-b"}, {Name: "a", Zone: "zone-a"}}
+		return h
+	}
+
+	got := writeTeamAtV1(t, sp, hubBA(), func(v1 *TeamV1) { v1.Spec.Members[0].Role = "lead" }) // b
+	require.Equal(t, []MemberV2{{Name: "a", Zone: "zone-a"}, {Name: "b", Role: "lead", Zone: "zone-b"}}, got.Spec.Members,
+		"each member keeps its zone in the order the write gave")
+
+	got = writeTeamAtV1(t, sp, hubBA(), func(v1 *TeamV1) { v1.Labels = map[string]string{"l": "v"} })
+	require.Equal(t, hubBA().Spec.Members, got.Spec.Members, "a write that leaves the list alone keeps the hub's order")
 }

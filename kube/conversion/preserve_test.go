@@ -168,3 +168,66 @@ func TestAPreservingSpokeKeepsAHubOnlyFieldThroughTheHandler(t *testing.T) {
 	require.True(t, v2.Spec.Paused)
 	require.NotContains(t, v2.Annotations, conversion.PreservedAnnotation)
 }
+
+// Two versions of a Tuned object: v2 (the hub) has a zone in the optional
+// spec.advanced, which v1's lacks.
+type (
+	TunedV1 struct {
+		metav1.TypeMeta   `json:",inline"`
+		metav1.ObjectMeta `json:"metadata,omitempty"`
+		Spec              struct {
+			Advanced *AdvancedV1 `json:"advanced,omitempty"`
+		} `json:"spec"`
+	}
+	AdvancedV1 struct {
+		Mode string `json:"mode"`
+	}
+	TunedV2 struct {
+		metav1.TypeMeta   `json:",inline"`
+		metav1.ObjectMeta `json:"metadata,omitempty"`
+		Spec              struct {
+			Advanced *AdvancedV2 `json:"advanced,omitempty"`
+		} `json:"spec"`
+	}
+	AdvancedV2 struct {
+		Mode string `json:"mode"`
+		Zone string `json:"zone,omitempty"`
+	}
+)
+
+func tunedV1ToV2(src *TunedV1, dst *TunedV2) error {
+	dst.ObjectMeta = src.ObjectMeta
+	if a := src.Spec.Advanced; a != nil {
+		dst.Spec.Advanced = &AdvancedV2{Mode: a.Mode}
+	}
+	return nil
+}
+
+func tunedV2ToV1(src *TunedV2, dst *TunedV1) error {
+	dst.ObjectMeta = src.ObjectMeta
+	if a := src.Spec.Advanced; a != nil {
+		dst.Spec.Advanced = &AdvancedV1{Mode: a.Mode}
+	}
+	return nil
+}
+
+func TestPreservingLetsAWriteAtTheSpokeRemoveAnObjectHoldingHubOnlyFields(t *testing.T) {
+	sp := conversion.NewSpoke("v1", tunedV1ToV2, tunedV2ToV1).Preserving()
+	hub := &TunedV2{ObjectMeta: metav1.ObjectMeta{Name: "t"}}
+	hub.Spec.Advanced = &AdvancedV2{Mode: "fast", Zone: "z1"}
+	var v1 TunedV1
+	require.NoError(t, conversion.FromHub(sp, hub, &v1))
+	require.Contains(t, v1.Annotations, conversion.PreservedAnnotation, "the zone is kept")
+
+	v1.Spec.Advanced = nil // the client removes the section
+	var got TunedV2
+	require.NoError(t, conversion.ToHub(sp, &v1, &got))
+	require.Nil(t, got.Spec.Advanced, "the write removed spec.advanced: its zone must not bring it back")
+
+	// A write that keeps the section keeps its zone.
+	require.NoError(t, conversion.FromHub(sp, hub, &v1))
+	v1.Spec.Advanced.Mode = "slow"
+	got = TunedV2{}
+	require.NoError(t, conversion.ToHub(sp, &v1, &got))
+	require.Equal(t, &AdvancedV2{Mode: "slow", Zone: "z1"}, got.Spec.Advanced)
+}

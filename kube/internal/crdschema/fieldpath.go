@@ -19,7 +19,8 @@ import (
 // index. So a rule on the object can name .spec, .status and the fields
 // the CRD's schema has below them, .apiVersion, .kind and .metadata, but
 // not .metadata.name: the CRD's schema of metadata is a bare object, the
-// API server's own.
+// API server's own; below an embedded resource, only the fields its schema
+// declares.
 func checkFieldPaths(root *apiextensionsv1.JSONSchemaProps) []error {
 	var errs []error
 	var walk func(s *apiextensionsv1.JSONSchemaProps, at string)
@@ -65,12 +66,17 @@ func sortedKeys(m map[string]apiextensionsv1.JSONSchemaProps) []string {
 }
 
 // fieldPathProblem returns why the API server refuses path as the
-// fieldPath of a rule on s, or "" if it accepts it, as cel.ValidFieldPath
-// reads it: a sequence of ".name" and "['name']" steps (a quoted name may
-// hold dots and brackets, and \' and \\ escapes), each of s's properties,
-// or a key of its additionalProperties. An embedded resource, whose
-// apiVersion, kind and metadata the API server knows, isn't checked
-// below them.
+// fieldPath of a rule on s, or "" if it accepts it, reading it as
+// k8s.io/apiextensions-apiserver's cel.ValidFieldPath does: path is split
+// into the delimiters '.', '[' and ']' and the text between them, a text
+// starting with ' running to the next ' not right after a backslash (so a
+// quoted name can't end in a backslash); then each step is "." and the
+// next token, or "[", a single-quoted name (with \', \\, \a, \b, \f, \n,
+// \r, \t and \v escapes) and "]", and names one of s's properties, or a
+// key of its additionalProperties. Nothing below an embedded resource
+// (x-kubernetes-embedded-resource) is exempt: the rule's schema there
+// holds only what the CRD declares, and the server refuses .metadata or
+// .kind below it when the CRD declares no such field.
 func fieldPathProblem(s *apiextensionsv1.JSONSchemaProps, path string) string {
 	if strings.TrimSpace(path) == "" {
 		return "it must be non-empty if given"
@@ -79,52 +85,103 @@ func fieldPathProblem(s *apiextensionsv1.JSONSchemaProps, path string) string {
 		return "it must not contain line breaks"
 	}
 	const hint = "give a path below the value the rule is on (self), such as .spec.replicas for a rule on the object; a field its schema names, or a map's key: not a list's item, and not below .metadata, whose schema the API server keeps"
-	rest := path
+	toks := fieldPathTokens(path)
 	walked := ""
-	for rest != "" {
+	for i := 0; i < len(toks); i++ {
 		var name string
-		switch {
-		case rest[0] == '.':
-			end := strings.IndexAny(rest[1:], ".[]")
-			if end < 0 {
-				end = len(rest) - 1
-			}
-			name, rest = rest[1:1+end], rest[1+end:]
-			if name == "" {
+		switch toks[i] {
+		case ".":
+			if i+1 == len(toks) {
 				return fmt.Sprintf("an empty field name after %q; %s", walked, hint)
 			}
-		case strings.HasPrefix(rest, "['"):
-			n, after, ok := quotedName(rest[2:])
-			if !ok {
-				return fmt.Sprintf("%q after %q isn't a single-quoted name in brackets; %s", rest, walked, hint)
+			i++
+			name = toks[i]
+		case "[":
+			if i+1 == len(toks) {
+				return fmt.Sprintf("%q after %q isn't a single-quoted name in brackets; %s", "[", walked, hint)
 			}
-			name, rest = n, after
-		case rest[0] == '[':
-			return fmt.Sprintf("%q after %q is a list index or an unquoted name: only ['name'] is allowed; %s", rest, walked, hint)
+			i++
+			q := toks[i]
+			if len(q) < 2 || q[0] != '\'' || q[len(q)-1] != '\'' {
+				return fmt.Sprintf("%q after %q isn't a single-quoted name in brackets (a list index and an unquoted name aren't allowed, and a quoted name can't end in a backslash); %s", strings.Join(toks[i-1:], ""), walked, hint)
+			}
+			n, err := unescapeSingleQuote(q[1 : len(q)-1])
+			if err != nil {
+				return fmt.Sprintf("the quoted name %s after %q: %v; %s", q, walked, err, hint)
+			}
+			if i+1 == len(toks) || toks[i+1] != "]" {
+				return fmt.Sprintf("%q after %q isn't a single-quoted name in brackets; %s", strings.Join(toks[i-1:], ""), walked, hint)
+			}
+			i++
+			name = n
 		default:
-			return fmt.Sprintf("%q after %q doesn't start with . or ['; %s", rest, walked, hint)
+			return fmt.Sprintf("%q after %q doesn't start with . or ['; %s", strings.Join(toks[i:], ""), walked, hint)
 		}
 		switch {
 		case s.Properties != nil:
 			p, ok := s.Properties[name]
 			if !ok {
-				if s.XEmbeddedResource && (name == "apiVersion" || name == "kind" || name == "metadata") {
-					return ""
-				}
 				return fmt.Sprintf("%s has no field %q; %s", describeWalked(walked), name, hint)
 			}
 			s = &p
 		case s.AdditionalProperties != nil && s.AdditionalProperties.Schema != nil:
 			s = s.AdditionalProperties.Schema
 		default:
-			if s.XEmbeddedResource && (name == "apiVersion" || name == "kind" || name == "metadata") {
-				return ""
-			}
 			return fmt.Sprintf("%s has no fields in its schema, so %q names nothing; %s", describeWalked(walked), name, hint)
 		}
-		walked = path[:len(path)-len(rest)]
+		walked = strings.Join(toks[:i+1], "")
 	}
 	return ""
+}
+
+// fieldPathTokens splits path as cel.ValidFieldPath's scanner does: each
+// of '.', '[' and ']' is a token, and so is the text between them, except
+// that a text starting with ' runs to the next ' that doesn't follow a
+// backslash (or to the end of path), delimiters included.
+func fieldPathTokens(path string) []string {
+	var toks []string
+	for rest := path; rest != ""; {
+		n := len(rest)
+		for i := 0; i < len(rest); i++ {
+			if rest[0] == '\'' {
+				if i > 0 && rest[i] == '\'' && rest[i-1] != '\\' {
+					n = i + 1
+					break
+				}
+				continue
+			}
+			if rest[i] == '.' || rest[i] == '[' || rest[i] == ']' {
+				n = max(i, 1)
+				break
+			}
+		}
+		toks = append(toks, rest[:n])
+		rest = rest[n:]
+	}
+	return toks
+}
+
+// unescapeSingleQuote unescapes a single-quoted name's text as
+// cel.ValidFieldPath does: \a, \b, \f, \n, \r, \t, \v, \' and \\; any other
+// character after a backslash is an error.
+func unescapeSingleQuote(s string) (string, error) {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '\\' {
+			b.WriteByte(s[i])
+			continue
+		}
+		if i+1 == len(s) {
+			return "", fmt.Errorf("it ends in a lone backslash")
+		}
+		i++
+		r, ok := map[byte]byte{'a': '\a', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t', 'v': '\v', '\'': '\'', '\\': '\\'}[s[i]]
+		if !ok {
+			return "", fmt.Errorf("\\%c is not an escape (only \\a, \\b, \\f, \\n, \\r, \\t, \\v, \\' and \\\\ are)", s[i])
+		}
+		b.WriteByte(r)
+	}
+	return b.String(), nil
 }
 
 // describeWalked names the value at the part of a fieldPath walked.
@@ -133,28 +190,4 @@ func describeWalked(walked string) string {
 		return "self"
 	}
 	return walked
-}
-
-// quotedName reads a name quoted with ' up to its closing "']", with \'
-// and \\ unescaped, and returns it and what follows the bracket.
-func quotedName(s string) (name, rest string, ok bool) {
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		switch s[i] {
-		case '\\':
-			if i+1 >= len(s) {
-				return "", "", false
-			}
-			i++
-			b.WriteByte(s[i])
-		case '\'':
-			if !strings.HasPrefix(s[i:], "']") {
-				return "", "", false
-			}
-			return b.String(), s[i+2:], true
-		default:
-			b.WriteByte(s[i])
-		}
-	}
-	return "", "", false
 }

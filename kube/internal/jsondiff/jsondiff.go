@@ -363,9 +363,11 @@ type Change struct {
 // a's order), for each path where a and b differ. It descends into two
 // objects, and into two lists whose elements Pair pairs, an element named
 // by its keys (a Selector) in a list with keys and by its index in a's
-// list otherwise, when the pairs are in order (two lists that hold the
-// same elements in another order differ as wholes); any other difference
-// is one change at its path, the values whole.
+// list otherwise, when the pairs are in order; two lists that hold the
+// same elements in another order differ as wholes, and, when paired by
+// keys, also element by element (the list's change first, then each
+// element's); any other difference is one change at its path, the values
+// whole.
 func Diff(a, b any, o Options, f func(Change)) {
 	diff(nil, a, true, b, true, o, f)
 }
@@ -415,8 +417,12 @@ func diff(path Path, a any, aOK bool, b any, bOK bool, o Options, f func(Change)
 				keys = o.ListMapKeys(path.Schema())
 			}
 			// Elements paired out of order are a difference in the list's
-			// order, which is the list's whole.
-			if p, ok := Pair(av, bv, keys, o.Lists); ok && inOrder(p) {
+			// order, which is the list's whole; elements paired by keys
+			// are then compared one by one all the same.
+			if p, ok := Pair(av, bv, keys, o.Lists); ok && (inOrder(p) || p.Keys != nil) {
+				if !inOrder(p) {
+					f(Change{Path: path, A: a, AOK: true, B: b, BOK: true})
+				}
 				for i, j := range p.AtB {
 					var seg any = i
 					if p.Keys != nil {

@@ -81,3 +81,22 @@ func TestPathForms(t *testing.T) {
 	require.Equal(t, "spec.groups[].members[].zone", p.Schema())
 	require.Equal(t, "/spec/a~1b~0c", Pointer("/spec", "a/b~c"))
 }
+
+func TestDiffNamesAKeyedListOutOfOrderAsAWholeAndElementByElement(t *testing.T) {
+	a := decode(t, `{"members":[{"name":"b","zone":"zb"},{"name":"a","zone":"za"}]}`)
+	b := decode(t, `{"members":[{"name":"a"},{"name":"b"}]}`)
+	byName := Options{Lists: Whole, ListMapKeys: func(p string) []string {
+		if p == "members" {
+			return []string{"name"}
+		}
+		return nil
+	}}
+	var got []string
+	Diff(a, b, byName, func(c Change) { got = append(got, c.Path.String()) })
+	require.Equal(t, []string{"members", "members[name=b].zone", "members[name=a].zone"}, got,
+		"the order's change first, then each element's, in a's order")
+
+	got = nil
+	Diff(a, b, Options{Lists: Whole}, func(c Change) { got = append(got, c.Path.String()) })
+	require.Equal(t, []string{"members"}, got, "without keys, only the whole")
+}
