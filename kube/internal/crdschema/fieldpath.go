@@ -102,6 +102,9 @@ func fieldPathProblem(s *apiextensionsv1.JSONSchemaProps, path string) string {
 			}
 			i++
 			q := toks[i]
+			if q != "" && strings.Trim(q, "0123456789") == "" {
+				return fmt.Sprintf("%q after %q is a list index: a FieldPath can't name a list's item; %s", strings.Join(toks[i-1:], ""), walked, hint)
+			}
 			if len(q) < 2 || q[0] != '\'' || q[len(q)-1] != '\'' {
 				return fmt.Sprintf("%q after %q isn't a single-quoted name in brackets (a list index and an unquoted name aren't allowed, and a quoted name can't end in a backslash); %s", strings.Join(toks[i-1:], ""), walked, hint)
 			}
