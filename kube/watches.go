@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime/debug"
+	"slices"
 
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -276,10 +277,21 @@ func (c *Controller) mappedHandler(w mappedResource, resource cache.Indexer, que
 				enqueue(obj, low)
 				return
 			}
+			// The keys of both are queued once each, and only once both
+			// are known: a key added for old and again for obj could be
+			// taken by a worker between the two adds, and reconciled
+			// twice for one change.
+			keys := c.mapKeys(w, resource, obj)
 			if w.mapFunc != nil {
-				enqueue(old, queue.Add)
+				for _, key := range c.mapKeys(w, resource, old) {
+					if !slices.Contains(keys, key) {
+						keys = append(keys, key)
+					}
+				}
 			}
-			enqueue(obj, queue.Add)
+			for _, key := range keys {
+				queue.Add(key)
+			}
 		},
 		DeleteFunc: func(obj any) { enqueue(obj, queue.Add) },
 	}
