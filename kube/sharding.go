@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -64,6 +66,17 @@ import (
 type Sharding struct {
 	// Enabled turns sharding on; false (the default) elects one leader.
 	Enabled bool
+	// CacheShare makes each member cache, and hear, only its own share:
+	// the objects of its keys, and their children. Each object carries
+	// the label ShardLabel(Settings.Name), whose value is the identity of
+	// the member that owns its key (for a child, its controller owner's
+	// key), and each member's informers select only its own value, so
+	// the API server filters their lists and watches. The members write
+	// the label: one merge patch of that one label for an object created
+	// without it, and one for each object whose key moves at a view
+	// change (see the guide's Sharding section). It needs Enabled; false
+	// (the default) caches every object in every member.
+	CacheShare bool
 }
 
 // CheckSharding returns one error naming every mistake in s that keeps
@@ -73,9 +86,29 @@ type Sharding struct {
 // must be a label value (at most 63 bytes).
 func CheckSharding(s Settings) error {
 	if !s.Sharding.Enabled {
+		if s.Sharding.CacheShare {
+			return errors.New("kube: Settings.Sharding.CacheShare is on but Sharding.Enabled is off: a member caches its own share only when the replicas share the keys; turn Enabled on, or CacheShare off")
+		}
 		return nil
 	}
 	var errs []error
+	if s.Sharding.CacheShare {
+		if s.LeaderElection.Identity != "" {
+			if msgs := validation.IsValidLabelValue(s.LeaderElection.Identity); len(msgs) > 0 {
+				errs = append(errs, fmt.Errorf("kube: with Settings.Sharding.CacheShare on, each object's label %s holds its member's identity, and LeaderElection.Identity %q is not a label value: %s; use at most 63 letters, digits, '-', '_' and '.', such as the pod's name", ShardLabel(s.Name), s.LeaderElection.Identity, strings.Join(msgs, "; ")))
+			}
+		}
+		if s.Name != "" {
+			if msgs := validation.IsQualifiedName(ShardLabel(s.Name)); len(msgs) > 0 {
+				errs = append(errs, fmt.Errorf("kube: with Settings.Sharding.CacheShare on, each object is labelled %s, which is not a label key: %s; give Settings.Name at most 63 letters, digits, '-', '_' and '.'", ShardLabel(s.Name), strings.Join(msgs, "; ")))
+			}
+		}
+		if sel, err := labels.Parse(s.LabelSelector); err == nil {
+			if reqs, _ := sel.Requirements(); slices.ContainsFunc(reqs, func(r labels.Requirement) bool { return r.Key() == ShardLabel(s.Name) }) {
+				errs = append(errs, fmt.Errorf("kube: with Settings.Sharding.CacheShare on, the members select on the label %s themselves, and Settings.LabelSelector %q selects on it too; take it out of LabelSelector", ShardLabel(s.Name), s.LabelSelector))
+			}
+		}
+	}
 	if s.Name != "" && s.LeaderElection.Identity != "" {
 		name := shardLeaseName(s)
 		if msgs := validation.IsDNS1123Subdomain(name); len(msgs) > 0 {
@@ -92,6 +125,32 @@ func CheckSharding(s Settings) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// ShardLabel returns the label key that carries an object's shard with
+// Sharding.CacheShare on, for the controller named name (Settings.Name):
+// "shard.humus.kube/" + name. Its value is a member's identity
+// (LeaderElection.Identity).
+func ShardLabel(name string) string { return shardLabelPrefix + name }
+
+const shardLabelPrefix = "shard.humus.kube/"
+
+// ShardLabels returns the labels an object a reconcile creates or
+// applies should carry so that it is cached by the member that reconciles
+// its owner: with Sharding.CacheShare on, ShardLabel(Settings.Name) set
+// to this member's identity; otherwise, or when ctx is not a reconcile's
+// context, nil. A child applied without them is labelled by its owner's
+// member after it is created (one more write, and its event comes later);
+// give them to every object the reconcile applies with an owner
+// reference to the reconciled object, for example with an apply
+// configuration's WithLabels. The map is new on each call.
+func ShardLabels(ctx context.Context) map[string]string {
+	s := scopeOf(ctx)
+	if s == nil || s.c == nil || !s.c.settings.Sharding.CacheShare {
+		return nil
+	}
+	st := s.c.settings
+	return map[string]string{ShardLabel(st.Name): st.LeaderElection.Identity}
 }
 
 func shardLeaseName(s Settings) string { return s.Name + "-" + s.LeaderElection.Identity }
