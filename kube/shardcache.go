@@ -91,6 +91,7 @@ type shardCache struct {
 type shareKind struct {
 	gvr      schema.GroupVersionResource
 	selector string        // the user's, without the share's label
+	field    string        // Settings.FieldSelector for the resource; "" for an Owns
 	own      cache.Indexer // this member's share of it
 	// key is the key an object's label follows: its own for the
 	// resource, its controller owner's for an Owns; false for an object
@@ -131,7 +132,7 @@ func (c *Controller) newShardCache(cs *informerSet) (*shardCache, error) {
 	for _, o := range c.owns {
 		sc.kinds = append(sc.kinds, &shareKind{gvr: o.gvr, selector: c.userSelectors[o.gvr.String()], key: c.ownerKey})
 	}
-	sc.kinds = append(sc.kinds, &shareKind{gvr: c.gvr, selector: c.userSelectors[c.gvr.String()], key: func(obj any) (string, bool) {
+	sc.kinds = append(sc.kinds, &shareKind{gvr: c.gvr, selector: c.userSelectors[c.gvr.String()], field: c.settings.FieldSelector, key: func(obj any) (string, bool) {
 		key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 		return key, err == nil
 	}})
@@ -239,8 +240,10 @@ func (sc *shardCache) checkStray(i int, obj any) {
 // objects whose label names none of members, and starts it.
 func (sc *shardCache) startStrays(ctx context.Context, i int, k *shareKind, members []string) {
 	k.stopStrays()
-	sel := andSelector(k.selector, sc.label+" notin ("+strings.Join(members, ",")+")")
-	inf, err := newMetadataInformer(sc.c.clients.metadata, nil, k.gvr, sc.c.settings.Namespace, sel, strayMetadata(sc.label))
+	sel := selectors{label: andSelector(k.selector, sc.label+" notin ("+strings.Join(members, ",")+")"), field: k.field}
+	ri := sc.c.clients.metadata.Resource(k.gvr).Namespace(sc.c.settings.Namespace)
+	inf, err := newInformer(sc.c.clients.metadata, nil, ri.List, ri.Watch, sel, &metav1.PartialObjectMetadata{}, strayMetadata(sc.label),
+		cache.SharedIndexInformerOptions{ObjectDescription: k.gvr.String() + " strays"})
 	if err == nil {
 		check := func(obj any) { sc.checkStray(i, obj) }
 		_, err = sc.c.addHandler(inf, cache.ResourceEventHandlerFuncs{
