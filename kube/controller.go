@@ -88,6 +88,10 @@ type Controller struct {
 	status   bool // a Resource's: its status is applied (a Kind's isn't)
 	owns     []informerSpec
 	watches  []mappedResource
+	// userSelectors are the resource's and each Owns' label selectors as
+	// the user gave them, by GVR string, with Sharding.CacheShare on
+	// (shareSelectors); nil without it.
+	userSelectors map[string]string
 
 	// ownsOnce makes owned, the Owns as internal/echoes reads a write's
 	// path against them, once: a reconcile's every write reads them
@@ -329,6 +333,7 @@ func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.Grou
 		migration:    migration,
 		done:         make(chan struct{}),
 	}
+	c.shareSelectors()
 	writes.c = c
 	t.c = c
 	t.fastDecode = objcache.FastDecodable(reflect.TypeFor[T]())

@@ -162,9 +162,20 @@ func shardLeaseName(s Settings) string { return s.Name + "-" + s.LeaderElection.
 // releases its Lease (unless lost), in that order, in td; Serve stops the
 // informers after.
 func (c *Controller) serveShard(ctx, workCtx context.Context, cs *informerSet, td *teardown, unserved <-chan error) error {
-	m, err := c.newMember(workCtx, cs)
+	sc, err := c.newShardCache(cs)
 	if err != nil {
 		return err
+	}
+	var agreed func()
+	if sc != nil {
+		agreed = sc.poke
+	}
+	m, err := c.newMember(workCtx, cs, agreed)
+	if err != nil {
+		return err
+	}
+	if sc != nil {
+		sc.agreed = m.Agreed
 	}
 	var bg sync.WaitGroup
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
@@ -182,6 +193,9 @@ func (c *Controller) serveShard(ctx, workCtx context.Context, cs *informerSet, t
 		return fmt.Errorf("kube: controller %s joining its members: %w", c.settings.Name, err)
 	}
 	spawn(m.Run)
+	if sc != nil {
+		spawn(sc.run)
+	}
 
 	w := &workers{c: c, informers: cs, stopping: make(chan struct{})}
 	err = w.work(ctx, withLease(workCtx, m), m.Tenure.Context(), "joined its members", unserved)
@@ -229,7 +243,7 @@ type member struct {
 
 // newMember returns the controller's member, not yet joined. Its lost
 // context derives from parent's values.
-func (c *Controller) newMember(parent context.Context, cs *informerSet) (*member, error) {
+func (c *Controller) newMember(parent context.Context, cs *informerSet, agreed func()) (*member, error) {
 	le := c.settings.LeaderElection
 	t := tenure.New(parent, le.RenewDeadline, c.forceStop)
 	m, err := sharding.New(sharding.Config{
@@ -246,6 +260,7 @@ func (c *Controller) newMember(parent context.Context, cs *informerSet) (*member
 			return err
 		},
 		Tenure:         t,
+		Agreed:         agreed,
 		ErrOtherHolder: errOtherHolder,
 		Meter:          c.tel.Meter(),
 		Attrs:          ktel.ControllerAttr(c.settings.Name),

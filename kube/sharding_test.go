@@ -936,7 +936,7 @@ func TestAMembersTenureIsTheOneItsLeaseRenews(t *testing.T) {
 		_, work, err := c.begin(t.Context())
 		require.NoError(t, err)
 		objects := cache.NewSharedIndexInformer(&cache.ListWatch{}, &unstructured.Unstructured{}, 0, cache.Indexers{})
-		m, err := c.newMember(work, &informerSet{queue: c.newQueue(), resource: objects})
+		m, err := c.newMember(work, &informerSet{queue: c.newQueue(), resource: objects}, nil)
 		require.NoError(t, err)
 		require.ErrorIs(t, m.Valid(), tenure.ErrNotLeading, "before it joins")
 

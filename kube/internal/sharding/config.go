@@ -40,6 +40,10 @@ type Config struct {
 	AddHandler func(cache.SharedIndexInformer, cache.ResourceEventHandler) error
 	// Tenure is the member's deadline and loss.
 	Tenure Tenure
+	// Agreed, if not nil, is called, on the member's loop, each time the
+	// member takes up a view every live member has acknowledged: Agreed
+	// returns it from then on. It must not block.
+	Agreed func()
 	// ErrOtherHolder is the cause a member loses its tenure with when
 	// another identity holds its Lease.
 	ErrOtherHolder error
@@ -106,6 +110,7 @@ func New(cfg Config) (*Member, error) {
 		inst:           inst,
 		attrs:          cfg.Attrs,
 		tenure:         cfg.Tenure,
+		agreed:         cfg.Agreed,
 		errOtherHolder: cfg.ErrOtherHolder,
 		log:            cfg.Log,
 		wake:           make(chan struct{}, 1),

@@ -62,6 +62,7 @@ type Member struct {
 	// created, and its loss cancels the reconciles in flight.
 	tenure         Tenure
 	errOtherHolder error
+	agreed         func() // Config.Agreed, or nil
 
 	id        string
 	instance  string // this process's, on its Lease

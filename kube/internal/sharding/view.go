@@ -188,10 +188,11 @@ func (m *Member) step(ctx context.Context) time.Duration {
 		prio priorityqueue.Priority
 	}
 	var gained []gain
+	took := false // the member takes up acked now
 	if !agreed {
 		m.active = false
 	} else if !m.active {
-		m.active = true
+		m.active, took = true, true
 		m.since = nil
 		for _, key := range m.objects.ListKeys() {
 			if m.acked.owner(key) != m.id {
@@ -214,6 +215,9 @@ func (m *Member) step(ctx context.Context) time.Duration {
 	}
 	if len(gained) > 0 || agreed {
 		m.record(ctx)
+	}
+	if took && m.agreed != nil {
+		m.agreed()
 	}
 	return m.nextExpiry()
 }
@@ -387,6 +391,38 @@ func (m *Member) end(key string, t *take) {
 	m.mu.Unlock()
 	t.cancel(nil)
 	m.poke()
+}
+
+// Agreement is a view every live member has acknowledged: the members
+// it names, and which of them owns a key.
+type Agreement struct{ v view }
+
+// Owner returns the member key belongs to in a (rendezvous hashing over
+// Members); "" for none.
+func (a Agreement) Owner(key string) string { return a.v.owner(key) }
+
+// Members returns the identities of a's members, sorted; a new slice.
+func (a Agreement) Members() []string { return slices.Clone(a.v.ids) }
+
+// Key tells one view from another: its members' identities joined by
+// commas.
+func (a Agreement) Key() string { return a.v.key }
+
+// Agreed returns the view the member works under, which every live member
+// has acknowledged, while it has one and its tenure is valid; ok is false
+// while a view changes, before the member joined, and once its tenure is
+// lost or past its deadline. A member takes a key (Take) only if it is
+// its own in this view, or in every view since the last agreed one.
+func (m *Member) Agreed() (a Agreement, ok bool) {
+	if m.tenure.Valid() != nil {
+		return Agreement{}, false
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.active {
+		return Agreement{}, false
+	}
+	return Agreement{m.acked}, true
 }
 
 // Owner returns the member key belongs to among the members of

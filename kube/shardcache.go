@@ -1,0 +1,375 @@
+package kube
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/z5labs/humus/kube/internal/sharding"
+)
+
+// A member's cache share (Sharding.CacheShare): each object of the
+// resource, and each child of one (an object of an Owns resource whose
+// controller owner reference names an object of the resource), carries
+// the label ShardLabel(Settings.Name) set to the identity of the member
+// that owns its key (a child follows its owner's key). A member's
+// resource and Owns informers select its own identity (shareSelectors),
+// so the API server sends each member only its share.
+//
+// The label is written by the members, one merge patch of that one label
+// (field manager Settings.Name + "-shard"), only under a view every live
+// member has acknowledged (sharding.Member.Agreed), and only by a member
+// with a valid tenure:
+//
+//   - A stray, an object whose label names no member of the agreed view
+//     (unlabelled, labelled by a member gone, or by hand), is labelled by
+//     the member that owns its key. Each member watches the strays of each
+//     kind through a metadata informer selecting "label notin (members)",
+//     restarted at each agreed view; at steady state it holds nothing.
+//   - An object in a member's own cache whose key another member owns in
+//     the agreed view (the key moved, or the label was set by hand) is
+//     relabelled by that member to the owner: at each agreed view it walks
+//     its caches, children first, and it checks each object its caches add
+//     or update.
+//
+// So no object is labelled by two members under different views, an
+// object whose key doesn't move is never written, and a key's object
+// reaches its new owner's cache before that member reconciles it: until
+// then, the key reconciles as gone, which does nothing.
+
+// shareSelectors turns c's resource and Owns selectors into a member's
+// share of them: each also selects ShardLabel(Settings.Name) = the
+// member's identity. The selectors as the user gave them are kept for
+// the strays (shardCache). Without Sharding.CacheShare it does nothing.
+func (c *Controller) shareSelectors() {
+	if !c.settings.Sharding.CacheShare {
+		return
+	}
+	own := ShardLabel(c.settings.Name) + "=" + c.settings.LeaderElection.Identity
+	c.userSelectors = map[string]string{c.gvr.String(): c.settings.LabelSelector}
+	c.settings.LabelSelector = andSelector(c.settings.LabelSelector, own)
+	for i := range c.owns {
+		c.userSelectors[c.owns[i].gvr.String()] = c.owns[i].selector
+		c.owns[i].selector = andSelector(c.owns[i].selector, own)
+	}
+}
+
+// andSelector is the label selector that selects what both a and b do.
+func andSelector(a, b string) string {
+	if a == "" {
+		return b
+	}
+	return a + "," + b
+}
+
+// shardCache is the member's half of Sharding.CacheShare that writes the
+// label: its strays' informers and the relabels it queues. Its run ends
+// with the member's background work.
+type shardCache struct {
+	c     *Controller
+	label string // ShardLabel(Settings.Name)
+	id    string // this member's identity
+	// agreed is the member's sharding.Member.Agreed, set before run.
+	agreed func() (sharding.Agreement, bool)
+	kinds  []*shareKind // each Owns, then the resource: children first
+	wake   chan struct{}
+	queue  workqueue.TypedRateLimitingInterface[relabel]
+}
+
+// shareKind is one resource whose objects carry the label: the
+// resource's own or an Owns'.
+type shareKind struct {
+	gvr      schema.GroupVersionResource
+	selector string        // the user's, without the share's label
+	field    string        // Settings.FieldSelector for the resource; "" for an Owns
+	own      cache.Indexer // this member's share of it
+	// key is the key an object's label follows: its own for the
+	// resource, its controller owner's for an Owns; false for an object
+	// that follows none (not a child of the resource's).
+	key func(obj any) (string, bool)
+
+	mu     sync.Mutex
+	strays cache.SharedIndexInformer // nil until the first agreed view
+	stop   context.CancelFunc
+	done   chan struct{}
+}
+
+// relabel is a queued check of one object: kinds[kind]'s key.
+type relabel struct {
+	kind int
+	key  string
+}
+
+// newShardCache returns cs's shard cache, with its handlers on the
+// member's own informers, or nil without Sharding.CacheShare.
+func (c *Controller) newShardCache(cs *informerSet) (*shardCache, error) {
+	if !c.settings.Sharding.CacheShare {
+		return nil, nil
+	}
+	sc := &shardCache{
+		c:     c,
+		label: ShardLabel(c.settings.Name),
+		id:    c.settings.LeaderElection.Identity,
+		wake:  make(chan struct{}, 1),
+		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
+			workqueue.NewTypedItemExponentialFailureRateLimiter[relabel](c.settings.RetryBaseDelay, c.settings.RetryMaxDelay),
+			workqueue.TypedRateLimitingQueueConfig[relabel]{Name: c.settings.Name + "-shard"}),
+	}
+	ownInformers := map[string]cache.SharedIndexInformer{}
+	for i, name := range cs.names {
+		ownInformers[name] = cs.all[i]
+	}
+	for _, o := range c.owns {
+		sc.kinds = append(sc.kinds, &shareKind{gvr: o.gvr, selector: c.userSelectors[o.gvr.String()], key: c.ownerKey})
+	}
+	sc.kinds = append(sc.kinds, &shareKind{gvr: c.gvr, selector: c.userSelectors[c.gvr.String()], field: c.settings.FieldSelector, key: func(obj any) (string, bool) {
+		key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+		return key, err == nil
+	}})
+	for i, k := range sc.kinds {
+		inf := ownInformers[k.gvr.String()]
+		if inf == nil {
+			return nil, fmt.Errorf("kube: no informer of %s for the cache share", k.gvr)
+		}
+		k.own = inf.GetIndexer()
+		check := func(obj any) { sc.checkOwn(i, obj) }
+		if _, err := c.addHandler(inf, cache.ResourceEventHandlerFuncs{
+			AddFunc:    check,
+			UpdateFunc: func(_, obj any) { check(obj) },
+		}); err != nil {
+			return nil, err
+		}
+	}
+	return sc, nil
+}
+
+// poke wakes run: the member has taken up an agreed view.
+func (sc *shardCache) poke() {
+	select {
+	case sc.wake <- struct{}{}:
+	default:
+	}
+}
+
+// run restarts the strays' informers and walks the member's caches at
+// each agreed view, and relabels with Settings.Workers goroutines, until
+// ctx ends; then it stops them all and returns.
+func (sc *shardCache) run(ctx context.Context) {
+	var wg sync.WaitGroup
+	defer func() {
+		sc.queue.ShutDown()
+		for _, k := range sc.kinds {
+			k.stopStrays()
+		}
+		wg.Wait()
+	}()
+	for range max(sc.c.settings.Workers, 1) {
+		wg.Go(func() {
+			for sc.relabelNext(ctx) {
+			}
+		})
+	}
+	var last string
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-sc.wake:
+		}
+		a, ok := sc.agreed()
+		if !ok || a.Key() == last {
+			continue
+		}
+		last = a.Key()
+		for i, k := range sc.kinds {
+			sc.startStrays(ctx, i, k, a.Members())
+		}
+		// Children first: a key's object reaches its new owner after its
+		// children, so that its first reconcile there sees them.
+		for i, k := range sc.kinds {
+			for _, obj := range k.own.List() {
+				sc.checkOwn(i, obj)
+			}
+		}
+	}
+}
+
+// checkOwn queues obj, in the member's own cache of kinds[i], if the
+// agreed view gives its key to another member.
+func (sc *shardCache) checkOwn(i int, obj any) {
+	a, ok := sc.agreed()
+	if !ok {
+		return // the walk at the next agreed view checks it
+	}
+	key, ok := sc.kinds[i].key(obj)
+	if !ok || a.Owner(key) == sc.id {
+		return
+	}
+	if objKey, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+		sc.queue.Add(relabel{i, objKey})
+	}
+}
+
+// checkStray queues obj, a stray of kinds[i], if the agreed view gives
+// its key to this member.
+func (sc *shardCache) checkStray(i int, obj any) {
+	a, ok := sc.agreed()
+	if !ok {
+		return
+	}
+	key, ok := sc.kinds[i].key(obj)
+	if !ok || a.Owner(key) != sc.id {
+		return
+	}
+	if objKey, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
+		sc.queue.Add(relabel{i, objKey})
+	}
+}
+
+// startStrays replaces k's strays' informer with one selecting the
+// objects whose label names none of members, and starts it.
+func (sc *shardCache) startStrays(ctx context.Context, i int, k *shareKind, members []string) {
+	k.stopStrays()
+	sel := selectors{label: andSelector(k.selector, sc.label+" notin ("+strings.Join(members, ",")+")"), field: k.field}
+	ri := sc.c.clients.metadata.Resource(k.gvr).Namespace(sc.c.settings.Namespace)
+	inf, err := newInformer(sc.c.clients.metadata, nil, ri.List, ri.Watch, sel, &metav1.PartialObjectMetadata{}, strayMetadata(sc.label),
+		cache.SharedIndexInformerOptions{ObjectDescription: k.gvr.String() + " strays"})
+	if err == nil {
+		check := func(obj any) { sc.checkStray(i, obj) }
+		_, err = sc.c.addHandler(inf, cache.ResourceEventHandlerFuncs{
+			AddFunc:    check,
+			UpdateFunc: func(_, obj any) { check(obj) },
+		})
+	}
+	if err != nil {
+		// Neither can fail on an informer not started.
+		sc.c.tel.Log().ErrorContext(ctx, "starting the strays' informer", "controller", sc.c.settings.Name, "resource", k.gvr.String(), "error", err.Error())
+		return
+	}
+	sctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	k.mu.Lock()
+	k.strays, k.stop, k.done = inf, stop, done
+	k.mu.Unlock()
+	go func() {
+		defer close(done)
+		inf.RunWithContext(sctx)
+	}()
+}
+
+// stopStrays stops k's strays' informer, if it runs, and waits for it.
+func (k *shareKind) stopStrays() {
+	k.mu.Lock()
+	stop, done := k.stop, k.done
+	k.strays, k.stop, k.done = nil, nil, nil
+	k.mu.Unlock()
+	if stop != nil {
+		stop()
+		<-done
+	}
+}
+
+// stray returns k's stray of key, if its informer holds one.
+func (k *shareKind) stray(key string) (any, bool) {
+	k.mu.Lock()
+	inf := k.strays
+	k.mu.Unlock()
+	if inf == nil {
+		return nil, false
+	}
+	obj, ok, err := inf.GetIndexer().GetByKey(key)
+	return obj, ok && err == nil
+}
+
+// strayMetadata keeps of a stray what its relabel reads: its name,
+// namespace, resourceVersion, the share's label and its controller owner
+// reference.
+func strayMetadata(label string) cache.TransformFunc {
+	return func(obj any) (any, error) {
+		m, err := meta.Accessor(obj)
+		if err != nil {
+			return obj, nil // a tombstone
+		}
+		out := &metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{
+			Name: m.GetName(), Namespace: m.GetNamespace(), ResourceVersion: m.GetResourceVersion(),
+		}}
+		if v, ok := m.GetLabels()[label]; ok {
+			out.Labels = map[string]string{label: v}
+		}
+		if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
+			out.OwnerReferences = []metav1.OwnerReference{*ref}
+		}
+		return out, nil
+	}
+}
+
+// relabelNext relabels the next queued object, if it still needs it
+// under the agreed view, and reports whether the queue is still open. An
+// object this member's cache holds moves to its key's owner; a stray
+// whose key is this member's comes to it. A failed write is retried with
+// the queue's backoff; one refused because the object is gone is not.
+func (sc *shardCache) relabelNext(ctx context.Context) bool {
+	r, shutdown := sc.queue.Get()
+	if shutdown {
+		return false
+	}
+	defer sc.queue.Done(r)
+	a, ok := sc.agreed()
+	if !ok {
+		// The next agreed view's walk and strays queue it again.
+		sc.queue.Forget(r)
+		return true
+	}
+	k := sc.kinds[r.kind]
+	var to string
+	if obj, ok, _ := k.own.GetByKey(r.key); ok {
+		if key, ok := k.key(obj); ok && a.Owner(key) != sc.id {
+			to = a.Owner(key)
+		}
+	} else if obj, ok := k.stray(r.key); ok {
+		if key, ok := k.key(obj); ok && a.Owner(key) == sc.id {
+			to = sc.id
+		}
+	}
+	if to == "" {
+		sc.queue.Forget(r)
+		return true
+	}
+	if err := sc.write(ctx, k.gvr, r.key, to); err != nil {
+		if apierrors.IsNotFound(err) || ctx.Err() != nil {
+			sc.queue.Forget(r)
+			return true
+		}
+		sc.c.tel.Log().WarnContext(ctx, "labelling an object with its member failed", "controller", sc.c.settings.Name,
+			"resource", k.gvr.String(), "key", r.key, "member", to, "error", err.Error())
+		sc.queue.AddRateLimited(r)
+		return true
+	}
+	sc.queue.Forget(r)
+	return true
+}
+
+// write sets key's label to member with a merge patch of that label alone.
+func (sc *shardCache) write(ctx context.Context, gvr schema.GroupVersionResource, key, member string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return err
+	}
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{sc.label: member}}})
+	if err != nil {
+		return err
+	}
+	_, err = sc.c.clients.metadata.Resource(gvr).Namespace(ns).Patch(ctx, name, types.MergePatchType, patch,
+		metav1.PatchOptions{FieldManager: sc.c.settings.Name + "-shard"})
+	return err
+}
