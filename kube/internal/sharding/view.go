@@ -404,6 +404,11 @@ func (a Agreement) Owner(key string) string { return a.v.owner(key) }
 // Members returns the identities of a's members, sorted; a new slice.
 func (a Agreement) Members() []string { return slices.Clone(a.v.ids) }
 
+// AgreementOf returns the agreement on the members of identities ids, as
+// the members reach it, for tests and tools that need to know which
+// member owns a key.
+func AgreementOf(ids ...string) Agreement { return Agreement{newView(ids)} }
+
 // Key tells one view from another: its members' identities joined by
 // commas.
 func (a Agreement) Key() string { return a.v.key }

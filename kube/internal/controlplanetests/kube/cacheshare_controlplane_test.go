@@ -88,9 +88,9 @@ func TestCacheShareCachesOnlyEachMembersShareOnTheAPIServer(t *testing.T) {
 		_, err := res.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
 			"apiVersion": "controller.humus.example.com/v1",
 			"kind":       "Gadget",
-			"metadata":   map[string]any{"name": fmt.Sprintf("g%03d", i)},
+			"metadata":   map[string]any{"name": fmt.Sprintf("g%03d", i), "labels": map[string]any{"team": "a"}},
 			"spec":       map[string]any{"size": int64(1 + i%3)},
-		}}, metav1.CreateOptions{})
+		}}, metav1.CreateOptions{FieldManager: "user"})
 		require.NoError(t, err)
 	}
 	// A ConfigMap no Gadget controls: no member labels it or caches it.
@@ -267,6 +267,20 @@ func TestCacheShareCachesOnlyEachMembersShareOnTheAPIServer(t *testing.T) {
 	require.Eventually(t, converged, time.Minute, 200*time.Millisecond, "every Gadget converges")
 	t.Logf("%d Gadgets converged on three members in %v", n, time.Since(began).Round(time.Millisecond))
 	before := settle("three members", "member-1", "member-2", "member-3")
+	// The label is the members' field manager's, written by a merge patch
+	// (an update); the user's label and field manager are as they were.
+	g, err := res.Get(ctx, "g000", metav1.GetOptions{})
+	require.NoError(t, err)
+	require.Equal(t, "a", g.GetLabels()["team"])
+	managers := map[string]string{}
+	for _, mf := range g.GetManagedFields() {
+		if mf.FieldsV1 != nil {
+			managers[mf.Manager+" "+string(mf.Operation)] = string(mf.FieldsV1.Raw)
+		}
+	}
+	require.Contains(t, managers["user Update"], `"f:team"`, "the user still owns its label")
+	require.Contains(t, managers["gadget-shares-shard Update"], `"f:`+label+`"`, "the members' field manager owns the shard label")
+	require.NotContains(t, managers["gadget-shares-shard Update"], `"f:team"`)
 
 	// A fourth joins while users change every Gadget's size: the changes
 	// converge, about a quarter of the Gadgets move, all to member-4.
