@@ -30,10 +30,10 @@ import (
 	"github.com/z5labs/humus/kube/examples/memcached/app"
 )
 
-// shardLabel is the label that carries a Memcached's member, and its
+// shardLabel returns the label that carries a Memcached's member, and its
 // Deployment's, with Sharding.CacheShare on: its value is the identity of
 // the replica whose key it is (a Deployment's: its Memcached's key).
-var shardLabel = kube.ShardLabel(app.FieldManager)
+func shardLabel() string { return kube.ShardLabel(app.FieldManager) }
 
 // The metrics a member's cache share is read from, by their Prometheus
 // names: the objects each informer caches (humus.kube.controller.cache.objects,
@@ -46,19 +46,19 @@ const (
 	metricShardKeys    = "humus_kube_controller_shard_keys"
 )
 
-// The informers of a member's share, by the end of their
-// humus.kube.informer: the Memcacheds and the Deployments they own.
-var shareInformers = []string{"Resource=memcacheds", "Resource=deployments"}
+// shareInformers returns the informers of a member's share, by the end of
+// their humus.kube.informer: the Memcacheds and the Deployments they own.
+func shareInformers() []string { return []string{"Resource=memcacheds", "Resource=deployments"} }
 
-// cacheShared are the shard members' settings with each caching only its
-// share (SHARDING_CACHE=share), and serving its metrics: sharded's
+// cacheShared returns the shard members' settings with each caching only
+// its share (SHARDING_CACHE=share), and serving its metrics: sharded's
 // timings and workers.
-var cacheShared = func() settings {
+func cacheShared() settings {
 	s := sharded
 	s.CacheShare = true
 	s.Metrics = true
 	return s
-}()
+}
 
 // TestShardedReplicasCacheOnlyTheirShareThroughAJoinALeaveAKillAndAPause is
 // the cache-share issue's proof against the whole App, with children:
@@ -105,13 +105,13 @@ func TestShardedReplicasCacheOnlyTheirShareThroughAJoinALeaveAKillAndAPause(t *t
 	// replica-0 and replica-3 reach the API server through witnesses:
 	// replica-3 is the one paused, replica-0 the one that takes its share.
 	w0, w3 := newWitness(t, e), newWitness(t, e)
-	s0, s3 := cacheShared, cacheShared
+	s0, s3 := cacheShared(), cacheShared()
 	s0.Kubeconfig, s3.Kubeconfig = w0.kubeconfig, w3.kubeconfig
 
 	reps := map[string]*replica{}
 	reps["replica-0"] = startReplica(t, e, ns, "replica-0", s0)
 	for _, id := range []string{"replica-1", "replica-2"} {
-		reps[id] = startReplica(t, e, ns, id, cacheShared)
+		reps[id] = startReplica(t, e, ns, id, cacheShared())
 	}
 	joined := waitView(t, e, ns, "replica-0", "replica-1", "replica-2")
 	names := createMemcacheds(t, e, ns, n, 1)
@@ -166,8 +166,8 @@ func TestShardedReplicasCacheOnlyTheirShareThroughAJoinALeaveAKillAndAPause(t *t
 	require.Equal(t, 0, reps["replica-1"].waitExit(t, 30*time.Second))
 	handover, last := movedAfter(t, reps, ns, owners, "replica-1", termed)
 	t.Logf("replica-1 exited 0; every replica that took its Memcacheds had begun %v after its SIGTERM (2 RetryPeriods: %v), and reconciled the last %v after",
-		handover.Round(time.Millisecond), 2*cacheShared.RetryPeriod, last.Round(time.Millisecond))
-	require.LessOrEqual(t, handover, 2*cacheShared.RetryPeriod, "the handover after a SIGTERM")
+		handover.Round(time.Millisecond), 2*cacheShared().RetryPeriod, last.Round(time.Millisecond))
+	require.LessOrEqual(t, handover, 2*cacheShared().RetryPeriod, "the handover after a SIGTERM")
 	agreed = waitView(t, e, ns, "replica-0", "replica-2", "replica-3")
 	before = owners
 	owners = requireOnlyMoved(t, ownersSince(t, reps, ns, names, agreed), owners, "replica-1")
@@ -181,7 +181,7 @@ func TestShardedReplicasCacheOnlyTheirShareThroughAJoinALeaveAKillAndAPause(t *t
 	killed := time.Now()
 	reps["replica-2"].kill()
 	handover, last = movedAfter(t, reps, ns, owners, "replica-2", killed)
-	bound := cacheShared.LeaseDuration + cacheShared.RetryPeriod
+	bound := cacheShared().LeaseDuration + cacheShared().RetryPeriod
 	t.Logf("every replica that took replica-2's Memcacheds had begun %v after its SIGKILL (LeaseDuration + RetryPeriod: %v), and reconciled the last %v after",
 		handover.Round(time.Millisecond), bound, last.Round(time.Millisecond))
 	// The margin is the sharding test's: see it.
@@ -210,9 +210,9 @@ func TestShardedReplicasCacheOnlyTheirShareThroughAJoinALeaveAKillAndAPause(t *t
 	continued := time.Now()
 	code := reps["replica-3"].waitExit(t, 30*time.Second)
 	t.Logf("replica-3 was stopped for %v (RenewDeadline %v, LeaseDuration %v), and exited %d %v after SIGCONT",
-		continued.Sub(paused).Round(time.Millisecond), cacheShared.RenewDeadline, cacheShared.LeaseDuration,
+		continued.Sub(paused).Round(time.Millisecond), cacheShared().RenewDeadline, cacheShared().LeaseDuration,
 		code, time.Since(continued).Round(time.Millisecond))
-	require.Greater(t, continued.Sub(paused), cacheShared.RenewDeadline, "replica-3's stop, past its RenewDeadline")
+	require.Greater(t, continued.Sub(paused), cacheShared().RenewDeadline, "replica-3's stop, past its RenewDeadline")
 	require.Equal(t, 1, code, "the exit of replica-3, continued past its RenewDeadline")
 	require.Contains(t, reps["replica-3"].stderr.String(), lostLease)
 	requireNoWorkAfter(t, reps["replica-3"], paused)
@@ -307,10 +307,10 @@ func labelMismatch(ctx context.Context, e apptest.Env, ns string, owners map[str
 	got := map[string]map[string]string{"Memcached": {}, "Deployment": {}}
 	has := map[string]map[string]bool{"Memcached": {}, "Deployment": {}}
 	for _, m := range ms.Items {
-		got["Memcached"][m.GetName()], has["Memcached"][m.GetName()] = m.GetLabels()[shardLabel], true
+		got["Memcached"][m.GetName()], has["Memcached"][m.GetName()] = m.GetLabels()[shardLabel()], true
 	}
 	for _, d := range ds.Items {
-		got["Deployment"][d.Name], has["Deployment"][d.Name] = d.Labels[shardLabel], true
+		got["Deployment"][d.Name], has["Deployment"][d.Name] = d.Labels[shardLabel()], true
 	}
 	var bad []string
 	for _, name := range slices.Sorted(maps.Keys(owners)) {
@@ -319,7 +319,7 @@ func labelMismatch(ctx context.Context, e apptest.Env, ns string, owners map[str
 			case !has[kind][name]:
 				bad = append(bad, fmt.Sprintf("%s %s is missing", kind, name))
 			case got[kind][name] != owners[name]:
-				bad = append(bad, fmt.Sprintf("%s %s is labelled %s=%q, its owner is %s", kind, name, shardLabel, got[kind][name], owners[name]))
+				bad = append(bad, fmt.Sprintf("%s %s is labelled %s=%q, its owner is %s", kind, name, shardLabel(), got[kind][name], owners[name]))
 			}
 		}
 	}
@@ -330,7 +330,7 @@ func labelMismatch(ctx context.Context, e apptest.Env, ns string, owners map[str
 }
 
 // waitLabelled waits, up to 30s, until each Memcached owners names, and
-// its Deployment, is labelled shardLabel=its owner, and logs how long
+// its Deployment, carries the shard label naming its owner, and logs how long
 // after since that was.
 func waitLabelled(t *testing.T, e apptest.Env, ns string, owners map[string]string, since time.Time) {
 	t.Helper()
@@ -350,7 +350,7 @@ func waitLabelled(t *testing.T, e apptest.Env, ns string, owners map[string]stri
 }
 
 // requireLabelled checks, once, that each Memcached owners names, and its
-// Deployment, is labelled shardLabel=its owner.
+// Deployment, carries the shard label naming its owner.
 func requireLabelled(t *testing.T, e apptest.Env, ns string, owners map[string]string) {
 	t.Helper()
 	bad, err := labelMismatch(t.Context(), e, ns, owners)
@@ -369,7 +369,7 @@ type cacheShare struct {
 // scrapeCacheShare reads r's /metrics.
 func scrapeCacheShare(ctx context.Context, r *replica) (cacheShare, error) {
 	got := cacheShare{Cached: map[string]int{}, Keys: -1}
-	for _, inf := range shareInformers {
+	for _, inf := range shareInformers() {
 		got.Cached[inf] = -1
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+r.metrics+appconfig.MetricsPath, nil)
@@ -397,7 +397,7 @@ func scrapeCacheShare(ctx context.Context, r *replica) (cacheShare, error) {
 					informer = l.GetValue()
 				}
 			}
-			for _, inf := range shareInformers {
+			for _, inf := range shareInformers() {
 				if strings.HasSuffix(informer, inf) {
 					got.Cached[inf] = max(got.Cached[inf], 0) + int(m.GetGauge().GetValue())
 				}
@@ -433,7 +433,7 @@ func waitCacheShares(t *testing.T, reps map[string]*replica, owners map[string]s
 			got[r.id] = s
 			want := share[r.id]
 			ok = ok && s.Keys == want
-			for _, inf := range shareInformers {
+			for _, inf := range shareInformers() {
 				ok = ok && s.Cached[inf] == want
 			}
 		}
@@ -573,13 +573,13 @@ func requireListsSelectTheShard(t *testing.T, r *replica) {
 		}
 		lists++
 		sel := u.Query().Get("labelSelector")
-		require.Contains(t, sel, shardLabel, "%s listed %s without selecting on the shard label", r.id, ev.URL)
-		if slices.Contains(strings.Split(sel, ","), shardLabel+"="+r.id) {
+		require.Contains(t, sel, shardLabel(), "%s listed %s without selecting on the shard label", r.id, ev.URL)
+		if slices.Contains(strings.Split(sel, ","), shardLabel()+"="+r.id) {
 			own[resource]++
 		}
 	}
-	t.Logf("%s sent %d lists of Memcacheds or Deployments, each selecting on %s; its own share: %v", r.id, lists, shardLabel, own)
+	t.Logf("%s sent %d lists of Memcacheds or Deployments, each selecting on %s; its own share: %v", r.id, lists, shardLabel(), own)
 	for resource, n := range own {
-		require.Positive(t, n, "%s's lists of %s that selected %s=%s", r.id, resource, shardLabel, r.id)
+		require.Positive(t, n, "%s's lists of %s that selected %s=%s", r.id, resource, shardLabel(), r.id)
 	}
 }
