@@ -133,10 +133,23 @@ func TestReadNamesAMalformedValue(t *testing.T) {
 	h.SetEnv("LEASE_DURATION", "fifteen seconds")
 	h.SetEnv("WORKERS", "two")
 	h.SetEnv("SHARDING", "yes")
+	h.SetEnv("SHARDING_CACHE", "some")
 	_, err := appconfig.Read(t.Context(), &humus.Setup{Host: h.Host}, "memcached-controller")
 	require.ErrorContains(t, err, "LEASE_DURATION")
 	require.ErrorContains(t, err, "WORKERS")
-	require.ErrorContains(t, err, "SHARDING")
+	require.ErrorContains(t, err, "SHARDING: ")
+	require.ErrorContains(t, err, `SHARDING_CACHE is "some": it is all`)
+}
+
+func TestReadRefusesACacheShareWithoutSharding(t *testing.T) {
+	h := humustest.NewHost(t)
+	h.SetEnv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+	h.SetEnv("KUBERNETES_SERVICE_PORT", "443")
+	h.SetEnv("POD_NAMESPACE", "memcached-system")
+	h.SetEnv("POD_NAME", "memcached-controller-0")
+	h.SetEnv("SHARDING_CACHE", "share")
+	_, err := appconfig.Read(t.Context(), &humus.Setup{Host: h.Host}, "memcached-controller")
+	require.ErrorContains(t, err, `SHARDING_CACHE is "share" but SHARDING is not true`)
 }
 
 func TestReadInAPod(t *testing.T) {
@@ -151,6 +164,7 @@ func TestReadInAPod(t *testing.T) {
 	h.SetEnv("RETRY_PERIOD", "1s")
 	h.SetEnv("WATCH_TIMEOUT", "5s")
 	h.SetEnv("SHARDING", "true")
+	h.SetEnv("SHARDING_CACHE", "share")
 
 	cfg, err := appconfig.Read(t.Context(), &humus.Setup{Host: h.Host}, "memcached-controller")
 	require.NoError(t, err)
@@ -162,6 +176,7 @@ func TestReadInAPod(t *testing.T) {
 	want.LeaderElection.RetryPeriod = time.Second
 	want.WatchTimeout = 5 * time.Second
 	want.Sharding.Enabled = true
+	want.Sharding.CacheShare = true
 	require.Equal(t, want, cfg.Settings)
 	require.Equal(t, ":8081", cfg.ProbesAddr)
 }

@@ -3,6 +3,7 @@ package appconfig
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/config"
@@ -49,8 +50,36 @@ const (
 	EnvRetryPeriod   = "RETRY_PERIOD"            // a Go duration; default 2s
 	EnvWatchTimeout  = "WATCH_TIMEOUT"           // Settings.WatchTimeout, a Go duration; default 30s
 	EnvSharding      = "SHARDING"                // Settings.Sharding.Enabled, true or false; default false, one leader
+	EnvShardingCache = "SHARDING_CACHE"          // Settings.Sharding.CacheShare: share (on, with SHARDING=true) or all; default all
 	EnvProbesAddr    = "PROBES_ADDR"             // default ":8081"
 )
+
+// The values of SHARDING_CACHE: what each shard member caches.
+const (
+	// ShardingCacheAll caches every object in every member
+	// (Sharding.CacheShare off), the default.
+	ShardingCacheAll = "all"
+	// ShardingCacheShare caches only each member's share, its objects and
+	// their children, each labelled with its member (Sharding.CacheShare
+	// on); it needs SHARDING=true.
+	ShardingCacheShare = "share"
+)
+
+// readShardingCache returns Sharding.CacheShare for SHARDING_CACHE's value
+// v, with SHARDING's sharding, or an error naming SHARDING_CACHE when v is
+// neither all nor share, or is share without SHARDING=true.
+func readShardingCache(v string, sharding bool) (bool, error) {
+	switch v {
+	case ShardingCacheAll:
+		return false, nil
+	case ShardingCacheShare:
+		if !sharding {
+			return false, fmt.Errorf("%s is %q but %s is not true: a member caches only its share when the replicas share the objects; set %s=true, or unset %s", EnvShardingCache, v, EnvSharding, EnvSharding, EnvShardingCache)
+		}
+		return true, nil
+	}
+	return false, fmt.Errorf("%s is %q: it is %s (each shard member caches every object, the default) or %s (each caches only its share; needs %s=true)", EnvShardingCache, v, ShardingCacheAll, ShardingCacheShare, EnvSharding)
+}
 
 // DefaultProbesAddr is where the probes Service listens unless PROBES_ADDR
 // says otherwise.
@@ -66,8 +95,10 @@ const DefaultProbesAddr = ":8081"
 // WEBHOOK_CERT_DIR's or WEBHOOK_CERT_SECRET's with POD_NAMESPACE (see
 // WebhookConfig). It returns one error naming every
 // variable that is missing or malformed, PROBES_ADDR and METRICS_ADDR among
-// them when either isn't host:port with a port number, and every mistake in
-// the metrics' variables; or the error of reading the Connection.
+// them when either isn't host:port with a port number, SHARDING_CACHE when
+// it is neither all nor share or is share without SHARDING=true, and every
+// mistake in the metrics' variables; or the error of reading the
+// Connection.
 func Read(ctx context.Context, s *humus.Setup, name string) (Config, error) {
 	env := func(key string) config.Source { return config.Env(s.Host, key) }
 	type values struct {
@@ -77,8 +108,9 @@ func Read(ctx context.Context, s *humus.Setup, name string) (Config, error) {
 		metricsSecure                       bool
 		webhookAddr, webhookCertDir         string
 		webhookCertSecret                   string
+		shardingCache                       string
 	}
-	var probesErr, metricsErr, webhookErr error
+	var probesErr, metricsErr, webhookErr, shardingErr error
 	v, err := config.Struct(func(r *config.Resolver) values {
 		var v values
 		v.kubeconfig = r.GetOr(env(EnvKubeconfig), "")
@@ -98,6 +130,7 @@ func Read(ctx context.Context, s *humus.Setup, name string) (Config, error) {
 		st.LeaderElection.RetryPeriod = r.DurationOr(env(EnvRetryPeriod), st.LeaderElection.RetryPeriod)
 		st.WatchTimeout = r.DurationOr(env(EnvWatchTimeout), st.WatchTimeout)
 		st.Sharding.Enabled = r.BoolOr(env(EnvSharding), st.Sharding.Enabled)
+		v.shardingCache = r.GetOr(env(EnvShardingCache), ShardingCacheAll)
 		v.cfg = Config{Settings: st, ProbesAddr: r.GetOr(env(EnvProbesAddr), DefaultProbesAddr)}
 		v.metricsAddr = r.GetOr(env(EnvMetricsAddr), "")
 		v.metricsSecure = r.BoolOr(env(EnvMetricsSecure), true)
@@ -105,6 +138,7 @@ func Read(ctx context.Context, s *humus.Setup, name string) (Config, error) {
 		// Checked here, so that one error names these mistakes with
 		// the Resolver's.
 		probesErr = checkAddr(EnvProbesAddr, v.cfg.ProbesAddr, DefaultProbesAddr)
+		v.cfg.Settings.Sharding.CacheShare, shardingErr = readShardingCache(v.shardingCache, st.Sharding.Enabled)
 		v.cfg.Metrics, metricsErr = readMetrics(v.metricsAddr, v.metricsCertDir, v.metricsSecure)
 		v.webhookAddr = r.GetOr(env(EnvWebhookAddr), "")
 		v.webhookCertDir = r.GetOr(env(EnvWebhookCertDir), "")
@@ -112,7 +146,7 @@ func Read(ctx context.Context, s *humus.Setup, name string) (Config, error) {
 		v.cfg.Webhooks, webhookErr = readWebhooks(v.webhookAddr, v.webhookCertDir, v.webhookCertSecret, st.LeaderElection.Namespace)
 		return v
 	}).Read(ctx)
-	if err := errors.Join(err, probesErr, metricsErr, webhookErr); err != nil {
+	if err := errors.Join(err, probesErr, metricsErr, webhookErr, shardingErr); err != nil {
 		return Config{}, err
 	}
 	if v.kubeconfig != "" {

@@ -34,7 +34,11 @@ type Reconciler struct{ Kube kubernetes.Interface }
 // replicas of m.Spec.Image, with m.Spec.Resources, run with the options of the ConfigMap that
 // m.Spec.ConfigMapName names (see options), with a controller owner
 // reference to m, so the Deployment is garbage collected with m and a
-// change to it reconciles m again. The returned status has the
+// change to it reconciles m again. With Sharding.CacheShare on
+// (SHARDING_CACHE=share), the Deployment also carries kube.ShardLabels,
+// the shard label naming this member, so that it is created in the cache
+// of the member that reconciles m; otherwise it has no labels of its own.
+// The returned status has the
 // Deployment's ready replicas and an Available condition that is True only
 // once its replicas are (see available). The first apply of each
 // generation of m's spec is a Normal Event on m, DeploymentApplied, which
@@ -70,6 +74,7 @@ func (r Reconciler) Reconcile(ctx context.Context, m Object) (kube.Result[Memcac
 	labels := map[string]string{"app": "memcached", "memcached": m.Name}
 	d, err := r.Kube.AppsV1().Deployments(m.Namespace).Apply(ctx,
 		appsv1ac.Deployment(m.Name, m.Namespace).
+			WithLabels(kube.ShardLabels(ctx)).
 			WithOwnerReferences(Memcached.ControllerReference(m)).
 			WithSpec(appsv1ac.DeploymentSpec().
 				WithReplicas(m.Spec.Size).

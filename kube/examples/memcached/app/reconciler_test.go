@@ -51,6 +51,9 @@ func TestReconcileAppliesAnOwnedDeploymentAndReportsAvailable(t *testing.T) {
 	require.Equal(t, memcached().UID, ref.UID)
 	require.True(t, *ref.Controller)
 	require.Equal(t, app.FieldManager, d.ManagedFields[0].Manager)
+	// Sharding.CacheShare is off (this context is no member's reconcile):
+	// kube.ShardLabels is nil, and the Deployment has no labels.
+	require.Empty(t, d.Labels)
 
 	// No replica is available yet: the Deployment's controller hasn't
 	// written its status.

@@ -74,7 +74,9 @@ type event struct {
 // records as JSON on stderr) with the events added: a span processor
 // writes reconcile-start and reconcile-end for each reconcile span, and
 // request for each client span (every request but a watch); a log
-// processor writes each record's body and object.
+// processor writes each record's body and object. With METRICS_ADDR set,
+// its metrics are appconfig.BuildTelemetry's, which ServeMetrics serves;
+// without, it records none.
 func eventTelemetry(ctx context.Context, h humus.Host, w *eventWriter) (humus.Telemetry, error) {
 	exp, err := stdoutlog.New(stdoutlog.WithWriter(h.Stderr))
 	if err != nil {
@@ -84,13 +86,23 @@ func eventTelemetry(ctx context.Context, h humus.Host, w *eventWriter) (humus.Te
 	lp := sdklog.NewLoggerProvider(
 		sdklog.WithProcessor(appconfig.MinSeverity(sdklog.NewSimpleProcessor(exp), otellog.SeverityInfo)),
 		sdklog.WithProcessor(logEvents{w}))
-	return humus.Telemetry{
+	t := humus.Telemetry{
 		TracerProvider: tp,
 		LoggerProvider: lp,
 		Shutdown: func(ctx context.Context) error {
 			return errors.Join(tp.Shutdown(ctx), lp.Shutdown(ctx))
 		},
-	}, nil
+	}
+	if _, ok := h.LookupEnv(appconfig.EnvMetricsAddr); ok {
+		base, err := appconfig.BuildTelemetry(ctx, h)
+		if err != nil {
+			return humus.Telemetry{}, errors.Join(err, t.Shutdown(ctx))
+		}
+		own := t.Shutdown
+		t.MeterProvider = base.MeterProvider
+		t.Shutdown = func(ctx context.Context) error { return errors.Join(own(ctx), base.Shutdown(ctx)) }
+	}
+	return t, nil
 }
 
 type eventWriter struct {
@@ -176,9 +188,10 @@ func (logEvents) ForceFlush(context.Context) error                       { retur
 // replica is one Memcached App run as a subprocess of the test, with the
 // identity id.
 type replica struct {
-	id     string
-	proc   *controlplane.Process
-	stderr *lockedBuffer
+	id      string
+	proc    *controlplane.Process
+	stderr  *lockedBuffer
+	metrics string // the address of its /metrics, over plain HTTP; "" without settings.Metrics
 
 	mu     sync.Mutex
 	events []event
@@ -186,13 +199,17 @@ type replica struct {
 }
 
 // settings are a replica's Lease timings and workers, its WatchTimeout
-// (0 for the default), whether it runs as a shard member (SHARDING), and
+// (0 for the default), whether it runs as a shard member (SHARDING) and
+// caches only its share (SHARDING_CACHE=share, with Sharding), whether it
+// serves its metrics (METRICS_ADDR on loopback, METRICS_SECURE=false), and
 // the kubeconfig it reaches the cluster through ("" for the cluster's own).
 type settings struct {
 	LeaseDuration, RenewDeadline, RetryPeriod time.Duration
 	Workers                                   int
 	WatchTimeout                              time.Duration
 	Sharding                                  bool
+	CacheShare                                bool
+	Metrics                                   bool
 	Kubeconfig                                string
 }
 
@@ -232,7 +249,14 @@ func startReplica(t *testing.T, e apptest.Env, ns, id string, s settings) *repli
 	if s.Sharding {
 		cmd.Env = append(cmd.Env, appconfig.EnvSharding+"=true")
 	}
+	if s.CacheShare {
+		cmd.Env = append(cmd.Env, appconfig.EnvShardingCache+"="+appconfig.ShardingCacheShare)
+	}
 	r := &replica{id: id, stderr: &lockedBuffer{}, read: make(chan struct{})}
+	if s.Metrics {
+		r.metrics = controlplanetest.FreeAddr(t)
+		cmd.Env = append(cmd.Env, appconfig.EnvMetricsAddr+"="+r.metrics, appconfig.EnvMetricsSecure+"=false")
+	}
 	cmd.Stderr = r.stderr
 	stdout, err := cmd.StdoutPipe()
 	require.NoError(t, err)
