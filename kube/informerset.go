@@ -10,18 +10,21 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/metric"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/z5labs/humus/kube/internal/echoes"
 	"github.com/z5labs/humus/kube/internal/priorityqueue"
+	ktel "github.com/z5labs/humus/kube/internal/telemetry"
 	"github.com/z5labs/humus/kube/internal/watchhealth"
 )
 
 // informerSet is a controller's informers, the resource's and each owned
 // resource's, with the work queue they fill, their sync checks, what each
-// knows of its watch, and their stop.
+// knows of its watch, the gauge of the objects each caches, and their
+// stop.
 type informerSet struct {
 	queue    *priorityqueue.Queue[string]
 	resource cache.SharedIndexInformer
@@ -37,6 +40,11 @@ type informerSet struct {
 	// resource and the namespace the controller may not read.
 	refusedMu sync.Mutex
 	refused   []error
+
+	// cacheGauge observes the objects each informer's cache holds
+	// (humus.kube.controller.cache.objects) from the informers' start to
+	// their stop.
+	cacheGauge metric.Registration
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -109,10 +117,23 @@ func (c *Controller) startInformers(ctx context.Context, unserved chan<- error) 
 			cache.DefaultWatchErrorHandler(ctx, r, err)
 		})
 	}
+	if cs.cacheGauge, err = c.tel.ObserveCaches(cs.names, cacheStores(cs.all)); err != nil {
+		cs.stop()
+		return nil, err
+	}
 	for _, inf := range cs.all {
 		cs.wg.Go(func() { inf.RunWithContext(ctx) })
 	}
 	return cs, nil
+}
+
+// cacheStores returns each informer's cache, for the cache gauge.
+func cacheStores(infs []cache.SharedIndexInformer) []ktel.Cache {
+	out := make([]ktel.Cache, len(infs))
+	for i, inf := range infs {
+		out[i] = inf.GetIndexer()
+	}
+	return out
 }
 
 // unsynced returns an error naming each informer that hasn't synced yet
@@ -189,6 +210,11 @@ func (cs *informerSet) stale() error {
 // stop shuts the queue down, stops the informers, and waits for them.
 // Serve calls it once, last (teardown); startInformers, on a failure.
 func (cs *informerSet) stop() {
+	if cs.cacheGauge != nil {
+		// The SDK's Unregister returns nil; a meter's that fails leaves a
+		// callback that reads stopped caches, which is harmless.
+		_ = cs.cacheGauge.Unregister()
+	}
 	cs.queue.ShutDown()
 	cs.cancel()
 	cs.wg.Wait()

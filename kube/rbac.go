@@ -238,6 +238,13 @@ const (
 //     admission plugin checks when a child's owner reference sets
 //     blockOwnerDeletion, as ControllerReference's does;
 //   - each Watches: list and watch;
+//   - with Sharding.CacheShare, patch on the resource and on each Owns:
+//     a member writes the label ShardLabel(Settings.Name) with a merge
+//     patch through the metadata client, on an object created without
+//     it and on one whose key moves at a view change; its informers of
+//     the objects awaiting a label list and watch them through the
+//     metadata client, which the list and watch above allow (RBAC
+//     doesn't tell the metadata client's requests from others');
 //   - Events: create and patch on events.k8s.io events (an Event, then its
 //     series), in the objects' namespace, "default" for a cluster-scoped
 //     resource's (events.go);
@@ -270,7 +277,7 @@ func (c *Controller) RBAC() RBAC {
 		return rbacv1.PolicyRule{APIGroups: []string{group}, Resources: []string{resource}, Verbs: verbs}
 	}
 	objects := []rbacv1.PolicyRule{rule(c.gvr.Group, c.gvr.Resource, "list", "watch")}
-	if c.finalizer != "" || c.prunes() || s.MigrateStorage {
+	if c.finalizer != "" || c.prunes() || s.MigrateStorage || s.Sharding.CacheShare {
 		objects = append(objects, rule(c.gvr.Group, c.gvr.Resource, "patch"))
 	}
 	if c.status {
@@ -286,6 +293,9 @@ func (c *Controller) RBAC() RBAC {
 			verbs = append(verbs, "get", "delete")
 		case pruneDryRun:
 			verbs = append(verbs, "get")
+		}
+		if s.Sharding.CacheShare {
+			verbs = append(verbs, "patch")
 		}
 		objects = append(objects, rule(o.gvr.Group, o.gvr.Resource, verbs...))
 	}

@@ -138,6 +138,37 @@ func TestControllerRBAC(t *testing.T) {
 		require.Equal(t, []rbacv1.PolicyRule{rule("coordination.k8s.io", "leases", "create", "delete", "get", "list", "update", "watch")}, r.Roles[0].Rules)
 	})
 
+	t.Run("CacheSharePatchesTheShardLabelOnTheResourceAndEachOwns", func(t *testing.T) {
+		s := rbacSettings()
+		s.Sharding.Enabled = true
+		s.Sharding.CacheShare = true
+		r := rbacOf(t, s,
+			kube.Owns(appsv1.SchemeGroupVersion.WithResource("deployments")),
+			kube.Owns(batchv1.SchemeGroupVersion.WithResource("jobs")),
+			kube.Watches(corev1.SchemeGroupVersion.WithResource("configmaps"),
+				kube.References(func(m kube.Object[MemcachedSpec, MemcachedStatus]) []string { return nil })))
+		require.Equal(t, []rbacv1.PolicyRule{
+			rule("", "configmaps", "list", "watch"), // a Watches' objects carry no label: unchanged
+			rule("apps", "deployments", "list", "patch", "watch"),
+			rule("batch", "jobs", "list", "patch", "watch"),
+			rule("cache.example.com", "memcacheds", "list", "patch", "watch"),
+			rule("cache.example.com", "memcacheds/finalizers", "update"),
+			status,
+			events,
+		}, r.ClusterRole.Rules)
+		require.Equal(t, []rbacv1.PolicyRule{rule("coordination.k8s.io", "leases", "create", "delete", "get", "list", "update", "watch")}, r.Roles[0].Rules, "the Leases' are Sharding's")
+
+		s.Sharding.CacheShare = false
+		off := rbacOf(t, s, kube.Owns(appsv1.SchemeGroupVersion.WithResource("deployments")))
+		require.Equal(t, []rbacv1.PolicyRule{
+			rule("apps", "deployments", "list", "watch"),
+			rule("cache.example.com", "memcacheds", "list", "watch"),
+			rule("cache.example.com", "memcacheds/finalizers", "update"),
+			status,
+			events,
+		}, off.ClusterRole.Rules, "without CacheShare, no patch")
+	})
+
 	t.Run("MigrateStorageReadsAndUpdatesItsCRDsStatus", func(t *testing.T) {
 		s := rbacSettings()
 		s.MigrateStorage = true

@@ -18,7 +18,8 @@ const attrController = ktel.AttrController
 // telemetry is everything a Controller records with, all from s.Telemetry
 // under one scope (internal/telemetry): a reconcile's span, records and
 // duration (StartReconcile), a panic outside one (Panicked), the work
-// queue's instruments (QueueMetrics), the controller's own records (Log),
+// queue's instruments (QueueMetrics), the gauge of the objects each
+// informer caches (ObserveCaches), the controller's own records (Log),
 // client-go's (Klog) and the meter of the sharding and storage migration
 // instruments (Meter). A nil provider records nothing.
 type telemetry = ktel.Telemetry

@@ -8,7 +8,8 @@
 // It owns Telemetry and New (a controller's spans, records, instruments
 // and client-go's logger), Reconcile (one reconcile's root span, records
 // and duration), Logger (a reconcile's slog logger), QueueMetrics (the
-// work queue's measures) and the attribute names. Its invariants: every name,
+// work queue's measures), ObserveCaches (the gauge of the objects each
+// informer caches) and the attribute names. Its invariants: every name,
 // attribute, unit and bucket boundary is what dashboards and tests read,
 // byte for byte; it touches no OpenTelemetry global: a nil provider
 // records nothing; a reconcile is a root span; a time in a record's
@@ -65,6 +66,9 @@ type Telemetry struct {
 	min     slog.Level
 	inst    *instruments
 	meter   metric.Meter
+	// cacheObjects is humus.kube.controller.cache.objects, observed by
+	// the callback ObserveCaches registers while the informers run.
+	cacheObjects metric.Int64ObservableGauge
 }
 
 // New builds the telemetry of the controller named name, whose
@@ -74,6 +78,10 @@ func New(t humus.Telemetry, name string, v int) (*Telemetry, error) {
 	tp, mp, lp := t.TracerProvider, t.MeterProvider, t.LoggerProvider
 	meter := mp.Meter(Scope)
 	inst, err := newInstruments(meter, name)
+	if err != nil {
+		return nil, err
+	}
+	cacheObjects, err := newCacheObjects(meter)
 	if err != nil {
 		return nil, err
 	}
@@ -87,6 +95,8 @@ func New(t humus.Telemetry, name string, v int) (*Telemetry, error) {
 		min:     slog.Level(-v),
 		inst:    inst,
 		meter:   meter,
+
+		cacheObjects: cacheObjects,
 	}, nil
 }
 
