@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/z5labs/humus/kube/internal/sharding"
+	ktel "github.com/z5labs/humus/kube/internal/telemetry"
 )
 
 // A member's cache share (Sharding.CacheShare): each object of the
@@ -165,6 +166,17 @@ func (sc *shardCache) poke() {
 // each agreed view, and relabels with Settings.Workers goroutines, until
 // ctx ends; then it stops them all and returns.
 func (sc *shardCache) run(ctx context.Context) {
+	names := make([]string, len(sc.kinds))
+	strays := make([]ktel.Cache, len(sc.kinds))
+	for i, k := range sc.kinds {
+		names[i], strays[i] = k.gvr.String()+" strays", k
+	}
+	// humus.kube.controller.cache.objects counts the strays' caches too,
+	// under "<GVR> strays"; an error is the meter's, and the gauge is
+	// not worth stopping the member for.
+	if reg, err := sc.c.tel.ObserveCaches(names, strays); err == nil {
+		defer func() { _ = reg.Unregister() }()
+	}
 	var wg sync.WaitGroup
 	defer func() {
 		sc.queue.ShutDown()
@@ -277,6 +289,18 @@ func (k *shareKind) stopStrays() {
 		stop()
 		<-done
 	}
+}
+
+// ListKeys returns the keys of the strays k's informer holds: none
+// before the first agreed view.
+func (k *shareKind) ListKeys() []string {
+	k.mu.Lock()
+	inf := k.strays
+	k.mu.Unlock()
+	if inf == nil {
+		return nil
+	}
+	return inf.GetIndexer().ListKeys()
 }
 
 // stray returns k's stray of key, if its informer holds one.
