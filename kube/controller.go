@@ -305,7 +305,7 @@ func build[T any](s *humus.Setup, cl clients, settings Settings, gvr schema.Grou
 		s = &humus.Setup{}
 	}
 	listerCaches, err := newListerCaches(gvr, p.owns, p.watches)
-	errs = append(errs, err)
+	errs = append(errs, err, checkOwnsSelectShare(settings, p.owns))
 	tel, err := newTelemetry(s.Telemetry, settings.Name, settings.ClientGoVerbosity)
 	errs = append(errs, err)
 	var migration *storagemigration.Migration

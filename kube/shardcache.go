@@ -3,13 +3,16 @@ package kube
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
@@ -65,6 +68,34 @@ func (c *Controller) shareSelectors() {
 	}
 }
 
+// checkOwnsSelectShare returns an error naming each Owns whose
+// LabelSelector selects on ShardLabel(Settings.Name) with
+// Sharding.CacheShare on, which the members select on themselves; nil
+// without CacheShare.
+func checkOwnsSelectShare(s Settings, owns []informerSpec) error {
+	if !s.Sharding.CacheShare {
+		return nil
+	}
+	var errs []error
+	for _, o := range owns {
+		if selectsOn(o.selector, ShardLabel(s.Name)) {
+			errs = append(errs, fmt.Errorf("kube: with Settings.Sharding.CacheShare on, the members select on the label %s themselves, and the Owns of %s selects on it too (%q); take it out of its LabelSelector", ShardLabel(s.Name), o.gvr, o.selector))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// selectsOn reports whether selector parses and has a requirement on
+// the label key.
+func selectsOn(selector, key string) bool {
+	sel, err := labels.Parse(selector)
+	if err != nil {
+		return false
+	}
+	reqs, _ := sel.Requirements()
+	return slices.ContainsFunc(reqs, func(r labels.Requirement) bool { return r.Key() == key })
+}
+
 // andSelector is the label selector that selects what both a and b do.
 func andSelector(a, b string) string {
 	if a == "" {
@@ -80,7 +111,7 @@ type shardCache struct {
 	c     *Controller
 	label string // ShardLabel(Settings.Name)
 	id    string // this member's identity
-	// agreed is the member's sharding.Member.Agreed, set before run.
+	// agreed is the member's sharding.Member.Agreed, set by watchOwn.
 	agreed func() (sharding.Agreement, bool)
 	kinds  []*shareKind // each Owns, then the resource: children first
 	wake   chan struct{}
@@ -91,9 +122,10 @@ type shardCache struct {
 // resource's own or an Owns'.
 type shareKind struct {
 	gvr      schema.GroupVersionResource
-	selector string        // the user's, without the share's label
-	field    string        // Settings.FieldSelector for the resource; "" for an Owns
-	own      cache.Indexer // this member's share of it
+	selector string                    // the user's, without the share's label
+	field    string                    // Settings.FieldSelector for the resource; "" for an Owns
+	inf      cache.SharedIndexInformer // this member's share of it
+	own      cache.Indexer             // inf's
 	// key is the key an object's label follows: its own for the
 	// resource, its controller owner's for an Owns; false for an object
 	// that follows none (not a child of the resource's).
@@ -111,8 +143,9 @@ type relabel struct {
 	key  string
 }
 
-// newShardCache returns cs's shard cache, with its handlers on the
-// member's own informers, or nil without Sharding.CacheShare.
+// newShardCache returns cs's shard cache, or nil without
+// Sharding.CacheShare; watchOwn starts it watching the member's own
+// informers.
 func (c *Controller) newShardCache(cs *informerSet) (*shardCache, error) {
 	if !c.settings.Sharding.CacheShare {
 		return nil, nil
@@ -137,21 +170,30 @@ func (c *Controller) newShardCache(cs *informerSet) (*shardCache, error) {
 		key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
 		return key, err == nil
 	}})
-	for i, k := range sc.kinds {
-		inf := ownInformers[k.gvr.String()]
-		if inf == nil {
+	for _, k := range sc.kinds {
+		if k.inf = ownInformers[k.gvr.String()]; k.inf == nil {
 			return nil, fmt.Errorf("kube: no informer of %s for the cache share", k.gvr)
 		}
-		k.own = inf.GetIndexer()
+		k.own = k.inf.GetIndexer()
+	}
+	return sc, nil
+}
+
+// watchOwn sets agreed, the member's sharding.Member.Agreed, and adds the
+// handlers that check each object the member's own caches add or update
+// (checkOwn); before it, sc reads no view.
+func (sc *shardCache) watchOwn(agreed func() (sharding.Agreement, bool)) error {
+	sc.agreed = agreed
+	for i, k := range sc.kinds {
 		check := func(obj any) { sc.checkOwn(i, obj) }
-		if _, err := c.addHandler(inf, cache.ResourceEventHandlerFuncs{
+		if _, err := sc.c.addHandler(k.inf, cache.ResourceEventHandlerFuncs{
 			AddFunc:    check,
 			UpdateFunc: func(_, obj any) { check(obj) },
 		}); err != nil {
-			return nil, err
+			return err
 		}
 	}
-	return sc, nil
+	return nil
 }
 
 // poke wakes run: the member has taken up an agreed view.

@@ -15,6 +15,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/ptr"
 
+	"github.com/z5labs/humus"
 	"github.com/z5labs/humus/humustest"
 	"github.com/z5labs/humus/kube/internal/sharding"
 )
@@ -176,4 +177,24 @@ func TestAStrayKeepsOnlyWhatItsRelabelReads(t *testing.T) {
 		Labels:          map[string]string{"shard.humus.kube/x": "m1"},
 		OwnerReferences: []metav1.OwnerReference{{APIVersion: "test.example.com/v1", Kind: "Widget", Name: "w", Controller: ptr.To(true)}},
 	}}, out)
+}
+
+// TestNewControllerRefusesAnOwnsSelectingOnTheShareLabel checks that,
+// with CacheShare on, an Owns whose LabelSelector selects on the shard
+// label is refused by name, as Settings.LabelSelector is (CheckSharding),
+// and that without CacheShare it is the user's own label to select on.
+func TestNewControllerRefusesAnOwnsSelectingOnTheShareLabel(t *testing.T) {
+	settings := testSettings()
+	settings.Sharding.Enabled, settings.Sharding.CacheShare = true, true
+	owns := Owns(configMapGVR, LabelSelector(ShardLabel(settings.Name)+"=replica-2"))
+	rec := ReconcilerFunc[widgetSpec, widgetStatus](func(context.Context, widget) (Result[widgetStatus], error) {
+		return Result[widgetStatus]{}, nil
+	})
+	f := newFakeCluster(t)
+	_, err := newController(&humus.Setup{Telemetry: humustest.NewTelemetry(t).Telemetry}, f.clients(), nil, settings, widgets(), rec, owns)
+	require.ErrorContains(t, err, "the Owns of /v1, Resource=configmaps selects on it too")
+
+	settings.Sharding.CacheShare = false
+	_, err = newController(&humus.Setup{Telemetry: humustest.NewTelemetry(t).Telemetry}, f.clients(), nil, settings, widgets(), rec, owns)
+	require.NoError(t, err)
 }

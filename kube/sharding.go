@@ -4,11 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"sync"
 
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -103,10 +101,8 @@ func CheckSharding(s Settings) error {
 				errs = append(errs, fmt.Errorf("kube: with Settings.Sharding.CacheShare on, each object is labelled %s, which is not a label key: %s; give Settings.Name at most 63 letters, digits, '-', '_' and '.'", ShardLabel(s.Name), strings.Join(msgs, "; ")))
 			}
 		}
-		if sel, err := labels.Parse(s.LabelSelector); err == nil {
-			if reqs, _ := sel.Requirements(); slices.ContainsFunc(reqs, func(r labels.Requirement) bool { return r.Key() == ShardLabel(s.Name) }) {
-				errs = append(errs, fmt.Errorf("kube: with Settings.Sharding.CacheShare on, the members select on the label %s themselves, and Settings.LabelSelector %q selects on it too; take it out of LabelSelector", ShardLabel(s.Name), s.LabelSelector))
-			}
+		if selectsOn(s.LabelSelector, ShardLabel(s.Name)) {
+			errs = append(errs, fmt.Errorf("kube: with Settings.Sharding.CacheShare on, the members select on the label %s themselves, and Settings.LabelSelector %q selects on it too; take it out of LabelSelector", ShardLabel(s.Name), s.LabelSelector))
 		}
 	}
 	if s.Name != "" && s.LeaderElection.Identity != "" {
@@ -175,7 +171,9 @@ func (c *Controller) serveShard(ctx, workCtx context.Context, cs *informerSet, t
 		return err
 	}
 	if sc != nil {
-		sc.agreed = m.Agreed
+		if err := sc.watchOwn(m.Agreed); err != nil {
+			return err
+		}
 	}
 	var bg sync.WaitGroup
 	bgCtx, stopBg := context.WithCancel(context.WithoutCancel(ctx))
