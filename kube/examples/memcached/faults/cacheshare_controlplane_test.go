@@ -579,7 +579,8 @@ func requireListsSelectTheShard(t *testing.T, r *replica) {
 		}
 	}
 	t.Logf("%s sent %d lists of Memcacheds or Deployments, each selecting on %s; its own share: %v", r.id, lists, shardLabel(), own)
-	for resource, n := range own {
-		require.Positive(t, n, "%s's lists of %s that selected %s=%s", r.id, resource, shardLabel(), r.id)
-	}
+	// The Deployments' informer opens a watch that streams its initial
+	// list (client-go's watch-list), whose span ends only with the watch:
+	// it may not be recorded yet. The Memcacheds' is a list.
+	require.Positive(t, own["memcacheds"], "%s's lists of memcacheds that selected %s=%s", r.id, shardLabel(), r.id)
 }
