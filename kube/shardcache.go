@@ -205,7 +205,8 @@ func (sc *shardCache) poke() {
 }
 
 // run restarts the strays' informers and walks the member's caches at
-// each agreed view, and relabels with Settings.Workers goroutines, until
+// each agreed view, and relabels with relabellers(Settings.Workers)
+// goroutines, until
 // ctx ends; then it stops them all and returns.
 func (sc *shardCache) run(ctx context.Context) {
 	names := make([]string, len(sc.kinds))
@@ -227,7 +228,7 @@ func (sc *shardCache) run(ctx context.Context) {
 		}
 		wg.Wait()
 	}()
-	for range max(sc.c.settings.Workers, 1) {
+	for range relabellers(sc.c.settings.Workers) {
 		wg.Go(func() {
 			for sc.relabelNext(ctx) {
 			}
@@ -257,6 +258,13 @@ func (sc *shardCache) run(ctx context.Context) {
 		}
 	}
 }
+
+// relabellers is how many relabels a member sends at once: as many as
+// its workers, and at least 8, since a view change after a member's
+// crash relabels its whole share at once and its keys wait for it; each
+// is one small patch, which the API server's priority and fairness
+// limits as it does the workers' writes.
+func relabellers(workers int) int { return max(workers, 8) }
 
 // checkOwn queues obj, in the member's own cache of kinds[i], if the
 // agreed view gives its key to another member.
