@@ -28,8 +28,8 @@ import (
 // informer. An object's key belongs to one live member, chosen by
 // rendezvous hashing of the key over the members' identities, so a member
 // joining or leaving moves about 1/N of the keys. Each member caches every
-// object (its caches are those a leader keeps), and reconciles only its
-// own keys.
+// object (its caches are those a leader keeps), unless CacheShare is on,
+// and reconciles only its own keys.
 //
 // No key is reconciled by two members at once. Each member publishes on
 // its Lease the view it has acknowledged, the identities of the members
@@ -58,9 +58,10 @@ import (
 // from Serve, and one whose Lease such a process took over stops as one
 // whose Lease is lost.
 //
-// The cost: every member caches every object and receives every event;
-// only the reconciling is shared. The RBAC a member needs on Leases is
-// get, list, watch, create, update and delete.
+// The cost: without CacheShare, every member caches every object and
+// receives every event; only the reconciling is shared. The RBAC a member
+// needs on Leases is get, list, watch, create, update and delete; with
+// CacheShare, patch on the resource and on each Owns too (Controller.RBAC).
 type Sharding struct {
 	// Enabled turns sharding on; false (the default) elects one leader.
 	Enabled bool
