@@ -274,7 +274,13 @@ func (sc *shardCache) checkOwn(i int, obj any) {
 		return // the walk at the next agreed view checks it
 	}
 	key, ok := sc.kinds[i].key(obj)
-	if !ok || a.Owner(key) == sc.id {
+	if !ok {
+		return
+	}
+	if a.Owner(key) == sc.id {
+		if i == len(sc.kinds)-1 {
+			sc.strayChildren(key)
+		}
 		return
 	}
 	if objKey, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
@@ -290,13 +296,55 @@ func (sc *shardCache) checkStray(i int, obj any) {
 		return
 	}
 	key, ok := sc.kinds[i].key(obj)
-	if !ok || a.Owner(key) != sc.id {
+	if !ok || a.Owner(key) != sc.id || !sc.ownerCached(i, key) {
 		return
 	}
 	if objKey, err := cache.MetaNamespaceKeyFunc(obj); err == nil {
 		sc.queue.Add(relabel{i, objKey})
 	}
 }
+
+// ownerCached reports whether key, the key a stray of kinds[i] follows,
+// names an object in this member's own cache of the resource: always for
+// the resource's own strays, whose informer takes the controller's
+// selectors; for a child, only if its owner is one the controller
+// selects and this member holds. A stray child whose owner isn't cached
+// yet is queued once its owner arrives (checkOwn); one whose owner the
+// controller doesn't select is never labelled.
+func (sc *shardCache) ownerCached(i int, key string) bool {
+	res := len(sc.kinds) - 1
+	if i == res {
+		return true
+	}
+	_, ok, err := sc.kinds[res].own.GetByKey(key)
+	return ok && err == nil
+}
+
+// strayChildren queues the stray children of key, an object of the
+// resource this member's cache now holds as its own.
+func (sc *shardCache) strayChildren(key string) {
+	for i, k := range sc.kinds[:len(sc.kinds)-1] {
+		k.mu.Lock()
+		inf := k.strays
+		k.mu.Unlock()
+		if inf == nil {
+			continue
+		}
+		children, err := inf.GetIndexer().ByIndex(strayOwnerIndex, key)
+		if err != nil {
+			continue
+		}
+		for _, child := range children {
+			if childKey, err := cache.MetaNamespaceKeyFunc(child); err == nil {
+				sc.queue.Add(relabel{i, childKey})
+			}
+		}
+	}
+}
+
+// strayOwnerIndex indexes a child kind's strays by the key of their
+// controller owner of the resource.
+const strayOwnerIndex = "humus.kube/stray-owner"
 
 // startStrays replaces k's strays' informer with one selecting the
 // objects whose label names none of members, and starts it.
@@ -305,7 +353,12 @@ func (sc *shardCache) startStrays(ctx context.Context, i int, k *shareKind, memb
 	sel := selectors{label: andSelector(k.selector, sc.label+" notin ("+strings.Join(members, ",")+")"), field: k.field}
 	ri := sc.c.clients.metadata.Resource(k.gvr).Namespace(sc.c.settings.Namespace)
 	inf, err := newInformer(sc.c.clients.metadata, nil, ri.List, ri.Watch, sel, &metav1.PartialObjectMetadata{}, strayMetadata(sc.label),
-		cache.SharedIndexInformerOptions{ObjectDescription: k.gvr.String() + " strays"})
+		cache.SharedIndexInformerOptions{ObjectDescription: k.gvr.String() + " strays", Indexers: cache.Indexers{strayOwnerIndex: func(obj any) ([]string, error) {
+			if key, ok := k.key(obj); ok {
+				return []string{key}, nil
+			}
+			return nil, nil
+		}}})
 	if err == nil {
 		check := func(obj any) { sc.checkStray(i, obj) }
 		_, err = sc.c.addHandler(inf, cache.ResourceEventHandlerFuncs{
@@ -411,7 +464,7 @@ func (sc *shardCache) relabelNext(ctx context.Context) bool {
 			to = a.Owner(key)
 		}
 	} else if obj, ok := k.stray(r.key); ok {
-		if key, ok := k.key(obj); ok && a.Owner(key) == sc.id {
+		if key, ok := k.key(obj); ok && a.Owner(key) == sc.id && sc.ownerCached(r.kind, key) {
 			to = sc.id
 		}
 	}

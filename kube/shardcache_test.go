@@ -74,7 +74,7 @@ func TestAMemberLabelsOnlyWhatTheAgreedViewGivesItOrTakesAway(t *testing.T) {
 		name   string
 		agreed bool
 		kind   int // 0: the ConfigMaps (Owns), 1: the Widgets
-		own    runtime.Object
+		own    runtime.Object // in kinds[kind]'s own cache; a Widget in the Widgets' own cache for a stray child
 		stray  runtime.Object
 		want   string // the label written; "" for no write
 	}{
@@ -85,7 +85,8 @@ func TestAMemberLabelsOnlyWhatTheAgreedViewGivesItOrTakesAway(t *testing.T) {
 		{"a stray Widget of its own key", true, 1, nil, newWidgetMeta(mine, ""), me},
 		{"a stray Widget labelled by a member gone", true, 1, nil, newWidgetMeta(mine, "replica-0"), me},
 		{"a stray Widget of another's key", true, 1, nil, newWidgetMeta(theirs, ""), ""},
-		{"a stray child of its own key", true, 0, nil, child("c", mine, ""), me},
+		{"a stray child of its own key, whose owner it holds", true, 0, newWidgetMeta(mine, me), child("c", mine, ""), me},
+		{"a stray child of its own key, whose owner it doesn't hold (outside the controller's selectors)", true, 0, nil, child("c", mine, ""), ""},
 		{"a stray ConfigMap no Widget controls", true, 0, nil, child("c", "", ""), ""},
 		{"its own Widget whose key moved, while no view is agreed", false, 1, newWidgetMeta(theirs, me), nil, ""},
 		{"a stray Widget of its own key, while no view is agreed", false, 1, nil, newWidgetMeta(mine, ""), ""},
@@ -97,7 +98,7 @@ func TestAMemberLabelsOnlyWhatTheAgreedViewGivesItOrTakesAway(t *testing.T) {
 					return Result[widgetStatus]{}, nil
 				}), Owns(configMapGVR))
 			obj := tc.own
-			if obj == nil {
+			if obj == nil || tc.stray != nil {
 				obj = tc.stray
 			}
 			scheme := metadatafake.NewTestScheme()
@@ -123,9 +124,13 @@ func TestAMemberLabelsOnlyWhatTheAgreedViewGivesItOrTakesAway(t *testing.T) {
 			}
 			sc.kinds[0].gvr, sc.kinds[1].gvr = configMapGVR, widgetGVR
 			k := sc.kinds[tc.kind]
-			if tc.own != nil {
+			switch {
+			case tc.stray == nil:
 				require.NoError(t, k.own.Add(tc.own))
-			} else {
+			case tc.own != nil:
+				require.NoError(t, sc.kinds[1].own.Add(tc.own))
+				fallthrough
+			default:
 				require.NoError(t, k.strays.GetIndexer().Add(tc.stray))
 			}
 			key, err := cache.MetaNamespaceKeyFunc(obj)
@@ -149,7 +154,7 @@ func TestAMemberLabelsOnlyWhatTheAgreedViewGivesItOrTakesAway(t *testing.T) {
 			got, err := md.Resource(k.gvr).Namespace("ns").Get(t.Context(), obj.(metav1.Object).GetName(), metav1.GetOptions{})
 			require.NoError(t, err)
 			require.Equal(t, tc.want, got.Labels[label])
-			if tc.kind == 1 && tc.own != nil {
+			if tc.kind == 1 && tc.stray == nil {
 				require.Equal(t, "a", got.Labels["team"], "the user's own label is kept")
 			}
 		})

@@ -67,7 +67,8 @@ func (s *shareCaches) record(ctx context.Context, member string) {
 
 // TestCacheShareCachesOnlyEachMembersShareOnTheAPIServer runs three
 // members with Sharding.CacheShare on, in the test's process, over 120
-// Gadgets, each with a ConfigMap child applied with kube.ShardLabels:
+// Gadgets, each with a ConfigMap child applied with kube.ShardLabels (but
+// one, applied without, which its member labels after its creation):
 // every object ends labelled with the member that reconciles it, and each
 // member's caches (read through its Listers) hold exactly its share of the
 // Gadgets and of the ConfigMaps. A fourth member joins while users change
@@ -130,8 +131,12 @@ func TestCacheShareCachesOnlyEachMembersShareOnTheAPIServer(t *testing.T) {
 		require.NoError(t, err)
 		inner := rec.reconciler(id)
 		r := kube.ReconcilerFunc[gadgetSpec, gadgetStatus](func(ctx context.Context, g gadget) (kube.Result[gadgetStatus], error) {
+			shard := kube.ShardLabels(ctx)
+			if g.Name == "g000" {
+				shard = nil // its member labels it after it is created
+			}
 			cm := corev1ac.ConfigMap(g.Name, g.Namespace).
-				WithLabels(kube.ShardLabels(ctx)).
+				WithLabels(shard).
 				WithOwnerReferences(gadgets.ControllerReference(g)).
 				WithData(map[string]string{"size": fmt.Sprint(g.Spec.Size)})
 			if _, err := cs.CoreV1().ConfigMaps(g.Namespace).Apply(ctx, cm, metav1.ApplyOptions{FieldManager: st.Name, Force: true}); err != nil {
