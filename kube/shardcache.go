@@ -43,7 +43,7 @@ import (
 //   - An object in a member's own cache whose key another member owns in
 //     the agreed view (the key moved, or the label was set by hand) is
 //     relabelled by that member to the owner: at each agreed view it walks
-//     its caches, children first, and it checks each object its caches add
+//     its caches, the resource's objects first, and it checks each object its caches add
 //     or update.
 //
 // So no object is labelled by two members under different views, an
@@ -113,7 +113,7 @@ type shardCache struct {
 	id    string // this member's identity
 	// agreed is the member's sharding.Member.Agreed, set by watchOwn.
 	agreed func() (sharding.Agreement, bool)
-	kinds  []*shareKind // each Owns, then the resource: children first
+	kinds  []*shareKind // each Owns, then the resource
 	wake   chan struct{}
 	queue  workqueue.TypedRateLimitingInterface[relabel]
 }
@@ -249,10 +249,14 @@ func (sc *shardCache) run(ctx context.Context) {
 		for i, k := range sc.kinds {
 			sc.startStrays(ctx, i, k, a.Members())
 		}
-		// Children first: a key's object reaches its new owner after its
-		// children, so that its first reconcile there sees them.
-		for i, k := range sc.kinds {
-			for _, obj := range k.own.List() {
+		// The resource's objects first: a moved key is reconciled once its
+		// object reaches its new owner, whose apply of a child with
+		// ShardLabels moves the child in the same write; a child it
+		// doesn't apply follows in the walk, and its arrival reconciles
+		// its owner again. Until then the new owner's cache lacks it, so
+		// a prune doesn't see it, and never deletes it.
+		for i := len(sc.kinds) - 1; i >= 0; i-- {
+			for _, obj := range sc.kinds[i].own.List() {
 				sc.checkOwn(i, obj)
 			}
 		}

@@ -73,7 +73,7 @@ func TestAMemberLabelsOnlyWhatTheAgreedViewGivesItOrTakesAway(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		agreed bool
-		kind   int // 0: the ConfigMaps (Owns), 1: the Widgets
+		kind   int            // 0: the ConfigMaps (Owns), 1: the Widgets
 		own    runtime.Object // in kinds[kind]'s own cache; a Widget in the Widgets' own cache for a stray child
 		stray  runtime.Object
 		want   string // the label written; "" for no write
