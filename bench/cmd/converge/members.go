@@ -115,6 +115,9 @@ type Churn struct {
 	Joined              string  `json:"joined"`
 	JoinedAtSeconds     float64 `json:"joined_at_seconds"`
 	JoinedSyncedSeconds float64 `json:"joined_synced_seconds"`
+	// JoinedReconciles is how many reconciles the joined member's log
+	// shows.
+	JoinedReconciles int `json:"joined_reconciles"`
 	// Killed is the member SIGKILLed, KilledAtSeconds when.
 	Killed          string  `json:"killed"`
 	KilledAtSeconds float64 `json:"killed_at_seconds"`
@@ -313,8 +316,8 @@ func (rep MembersReport) print(out io.Writer) {
 		if ch := r.Churn; ch != nil {
 			fmt.Fprintf(out, "churn: a change every %.3fs, %d changes, %d unanswered; change to Deployment p50 %.3fs p99 %.3fs max %.3fs; without the killed member's keys p99 %.3fs max %.3fs\n",
 				ch.EverySeconds, ch.Changes, ch.Unanswered, ch.P50Seconds, ch.P99Seconds, ch.MaxSeconds, ch.P99NotKilledSeconds, ch.MaxNotKilledSeconds)
-			fmt.Fprintf(out, "churn: %s joined at %.1fs (synced after %.2fs), %s SIGKILLed at %.1fs; its %d keys reconciled again by others %.2fs after the kill (bound LeaseDuration+RetryPeriod %.0fs), %d not\n",
-				ch.Joined, ch.JoinedAtSeconds, ch.JoinedSyncedSeconds, ch.Killed, ch.KilledAtSeconds, ch.KilledKeys, ch.TakeoverSeconds, ch.BoundSeconds, ch.NotTakenOver)
+			fmt.Fprintf(out, "churn: %s joined at %.1fs (synced after %.2fs, %d reconciles), %s SIGKILLed at %.1fs; its %d keys reconciled again by others %.2fs after the kill (bound LeaseDuration+RetryPeriod %.0fs), %d not\n",
+				ch.Joined, ch.JoinedAtSeconds, ch.JoinedSyncedSeconds, ch.JoinedReconciles, ch.Killed, ch.KilledAtSeconds, ch.KilledKeys, ch.TakeoverSeconds, ch.BoundSeconds, ch.NotTakenOver)
 			fmt.Fprintf(out, "churn: %d reconciles logged, %d times a key was reconciled by two members at once\n", ch.Spans, ch.Overlaps)
 			for _, e := range ch.OverlapExamples {
 				fmt.Fprintf(out, "  overlap: %s\n", e)
@@ -520,6 +523,7 @@ func runMembersErr(ctx context.Context, c config, o membersOptions, r *MembersRu
 	for i := range r.Member {
 		r.Member[i].Reconciles = spansOf(spans, r.Member[i].Identity)
 	}
+	ch.JoinedReconciles = spansOf(spans, ch.Joined)
 	ch.check(spans)
 	c.logf("%s: churn p99 %.3fs, takeover %.2fs, %d overlaps", label, ch.P99Seconds, ch.TakeoverSeconds, ch.Overlaps)
 	return nil
