@@ -625,7 +625,7 @@ func runSyncErr(ctx context.Context, c config, o membersOptions, r *SyncRun) err
 
 // measureSync waits until every one of ps says it has synced, and returns
 // each one's figures: its synced time, its CPU and peak RSS then, its
-// peak RSS and heap once the requests have settled after (up to five
+// peak RSS and heap once the requests have settled after (up to two
 // minutes), and the time from the first one's start until the last one
 // synced. It stops ps.
 func measureSync(ctx context.Context, c config, kc kubernetes.Interface, ps []*peerProc) ([]MemberFigures, float64, error) {
@@ -658,7 +658,7 @@ func measureSync(ctx context.Context, c config, kc kubernetes.Interface, ps []*p
 		}
 		figs[i].CPUSeconds, figs[i].PeakRSSBytes = st.CPUSeconds, st.PeakRSS
 	}
-	if _, err := settle(ctx, kc, c.settle, 5*time.Minute); err != nil {
+	if _, err := settle(ctx, kc, c.settle, 2*time.Minute); err != nil {
 		return figs, 0, err
 	}
 	for i, p := range ps {
