@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/z5labs/humus/bench/internal/memcached"
 )
@@ -26,7 +27,8 @@ import (
 // (size 1 to 2, and on a second pass 2 to 3; no more after two passes);
 // after churnPhase a member more is started, and churnPhase after it said
 // it had synced the first member is SIGKILLed; the changes go on for the
-// killed member's LeaseDuration + RetryPeriod and churnPhase more. Each
+// killed member's LeaseDuration + RetryPeriod and churnPhase more, and the
+// members run until the requests settle (at most 3 minutes more). Each
 // change is timed from its start until the benchmark's watch sees its
 // Deployment with the new replicas. The members log each reconcile
 // (kubepeer -log-reconciles), and once they are stopped their logs tell
@@ -50,7 +52,7 @@ type churnState struct {
 // runChurn runs the churn phase on the converged members ps (ps[0] is the
 // one killed) and returns its figures without the logs' (check adds them),
 // and the member it started, to be stopped with the others.
-func runChurn(ctx context.Context, c config, o membersOptions, kubeconfig string, dc dynamic.Interface, ans *answers, ps []*peerProc, r *MembersRun) (*Churn, *peerProc, error) {
+func runChurn(ctx context.Context, c config, o membersOptions, kubeconfig string, kc kubernetes.Interface, dc dynamic.Interface, ans *answers, ps []*peerProc, r *MembersRun) (*Churn, *peerProc, error) {
 	ch := &Churn{EverySeconds: o.churnEvery.Seconds(), BoundSeconds: (o.leaseDuration + retryPeriod).Seconds(), Killed: ps[0].identity, Joined: memberID(len(ps))}
 	label := fmt.Sprintf("%d members N=%d W=%d: churn", len(ps), r.Objects, r.Workers)
 	start := time.Now()
@@ -146,6 +148,12 @@ func runChurn(ctx context.Context, c config, o membersOptions, kubeconfig string
 				return ch, joined, ctx.Err()
 			}
 		}
+	}
+	// The killed member's keys may still be queued (at low priority,
+	// behind the others gained): let the requests settle, so that the
+	// logs hold their reconciles.
+	if _, err := settle(ctx, kc, c.settle, 3*time.Minute); err != nil {
+		return ch, joined, err
 	}
 	var errs []error
 	if res.err != nil {

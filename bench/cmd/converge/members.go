@@ -504,7 +504,7 @@ func runMembersErr(ctx context.Context, c config, o membersOptions, r *MembersRu
 	}
 	// The churn: the members already running stay in ps, so the deferred
 	// stop ends them (the killed one has exited already).
-	ch, joined, err := runChurn(ctx, c, o, cluster.Kubeconfig, dc, ans, ps, r)
+	ch, joined, err := runChurn(ctx, c, o, cluster.Kubeconfig, kc, dc, ans, ps, r)
 	if joined != nil {
 		ps = append(ps, joined)
 	}

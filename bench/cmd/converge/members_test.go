@@ -73,7 +73,7 @@ func TestTakeoverTimesTheKilledMembersKeysUntilAnotherReconcilesThem(t *testing.
 		s("k1", "dead", 10), s("k1", "b", 100*1e9+2e9), // taken over 2s after
 		s("k2", "b", 10), s("k2", "dead", 20), s("k2", "c", 100*1e9+5e9), // dead's last: 5s
 		s("k3", "dead", 10), s("k3", "b", 20), // moved to b before the kill: not dead's
-		s("k4", "dead", 10), // never again
+		s("k4", "dead", 10),                         // never again
 		s("k5", "c", 10), s("k5", "c", 100*1e9+9e9), // never dead's
 	}
 	got, keys := takeover(spans, "dead", killed)
