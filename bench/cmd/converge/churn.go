@@ -55,6 +55,11 @@ type churnState struct {
 func runChurn(ctx context.Context, c config, o membersOptions, kubeconfig string, kc kubernetes.Interface, dc dynamic.Interface, ans *answers, ps []*peerProc, r *MembersRun) (*Churn, *peerProc, error) {
 	ch := &Churn{EverySeconds: o.churnEvery.Seconds(), BoundSeconds: (o.leaseDuration + retryPeriod).Seconds(), Killed: ps[0].identity, Joined: memberID(len(ps))}
 	label := fmt.Sprintf("%d members N=%d W=%d: churn", len(ps), r.Objects, r.Workers)
+	var joined *peerProc
+	before, _, err := scrape(ctx, kc)
+	if err != nil {
+		return ch, nil, err
+	}
 	start := time.Now()
 	stopWriting := make(chan struct{})
 	written := make(chan writerResult, 1)
@@ -84,7 +89,7 @@ func runChurn(ctx context.Context, c config, o membersOptions, kubeconfig string
 	if err := pause(churnPhase); err != nil {
 		return fail(err)
 	}
-	joined, err := startMember(ctx, c, o, kubeconfig, ch.Joined, r.Objects, r.Workers, true)
+	joined, err = startMember(ctx, c, o, kubeconfig, ch.Joined, r.Objects, r.Workers, true)
 	if err != nil {
 		return fail(err)
 	}
@@ -152,9 +157,12 @@ func runChurn(ctx context.Context, c config, o membersOptions, kubeconfig string
 	// The killed member's keys may still be queued (at low priority,
 	// behind the others gained): let the requests settle, so that the
 	// logs hold their reconciles.
-	if _, err := settle(ctx, kc, c.settle, 3*time.Minute); err != nil {
+	settled, err := settle(ctx, kc, c.settle, 3*time.Minute)
+	if err != nil {
 		return ch, joined, err
 	}
+	ch.Requests = settled.sub(before)
+	ch.MemberWrites = ch.Requests.objectWrites() - float64(ch.Changes)
 	var errs []error
 	if res.err != nil {
 		errs = append(errs, res.err)
@@ -407,4 +415,16 @@ func (ch *Churn) check(spans []span) {
 	if len(notKilled) > 0 {
 		ch.MaxNotKilledSeconds = notKilled[len(notKilled)-1]
 	}
+}
+
+// objectWrites are the writes to memcacheds and deployments (and their
+// subresources): r's writes less those to leases and events.
+func (r Requests) objectWrites() float64 {
+	w := Requests{}
+	for k, v := range r {
+		if res := strings.Fields(k)[1]; !strings.HasPrefix(res, "leases") && !strings.HasPrefix(res, "events") {
+			w[k] = v
+		}
+	}
+	return w.writes()
 }

@@ -133,6 +133,12 @@ type Churn struct {
 	OverlapExamples []string `json:"overlap_examples,omitempty"`
 	// Spans is how many reconciles the logs hold, all members together.
 	Spans int `json:"spans"`
+	// Requests are those from the churn's start until the requests
+	// settled after it, the benchmark's changes (PATCH memcacheds) among
+	// them; MemberWrites are the writes to memcacheds and deployments less
+	// the changes: the members' (Leases not counted).
+	Requests     Requests `json:"requests"`
+	MemberWrites float64  `json:"member_writes"`
 
 	state *churnState // the kill's time and the changes, for check
 }
@@ -319,6 +325,7 @@ func (rep MembersReport) print(out io.Writer) {
 			fmt.Fprintf(out, "churn: %s joined at %.1fs (synced after %.2fs, %d reconciles), %s SIGKILLed at %.1fs; its %d keys reconciled again by others %.2fs after the kill (bound LeaseDuration+RetryPeriod %.0fs), %d not\n",
 				ch.Joined, ch.JoinedAtSeconds, ch.JoinedSyncedSeconds, ch.JoinedReconciles, ch.Killed, ch.KilledAtSeconds, ch.KilledKeys, ch.TakeoverSeconds, ch.BoundSeconds, ch.NotTakenOver)
 			fmt.Fprintf(out, "churn: %d reconciles logged, %d times a key was reconciled by two members at once\n", ch.Spans, ch.Overlaps)
+			fmt.Fprintf(out, "churn: requests %s; the members' writes to memcacheds and deployments %.0f\n", breakdown(ch.Requests), ch.MemberWrites)
 			for _, e := range ch.OverlapExamples {
 				fmt.Fprintf(out, "  overlap: %s\n", e)
 			}

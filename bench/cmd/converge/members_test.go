@@ -135,3 +135,10 @@ func TestMembersFlagsNameEveryMistake(t *testing.T) {
 		t.Errorf("check gave %d errors, want %d", n, len(want))
 	}
 }
+
+func TestObjectWritesLeaveOutLeasesAndEvents(t *testing.T) {
+	r := Requests{"APPLY deployments": 10, "PATCH memcacheds": 5, "APPLY memcacheds/status": 3, "PUT leases": 7, "DELETE leases": 1, "POST events": 2, "GET memcacheds": 4}
+	if got := r.objectWrites(); got != 18 {
+		t.Fatalf("objectWrites = %v, want 18", got)
+	}
+}
