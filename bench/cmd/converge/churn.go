@@ -45,8 +45,25 @@ type churnChange struct {
 
 // churnState is what check needs besides the spans.
 type churnState struct {
-	killedAt time.Time
-	changes  []churnChange
+	joinedAt, killedAt time.Time
+	bound              time.Duration // LeaseDuration + RetryPeriod
+	changes            []churnChange
+}
+
+// phase names the part of the churn a change made at t falls in: "steady"
+// before the join, "join" from the join to the kill, "kill" from the kill
+// until the bound after it (the killed member's keys wait for its Lease),
+// "after" from then on.
+func (st *churnState) phase(t time.Time) string {
+	switch {
+	case t.Before(st.joinedAt):
+		return "steady"
+	case t.Before(st.killedAt):
+		return "join"
+	case t.Before(st.killedAt.Add(st.bound)):
+		return "kill"
+	}
+	return "after"
 }
 
 // runChurn runs the churn phase on the converged members ps (ps[0] is the
@@ -93,7 +110,8 @@ func runChurn(ctx context.Context, c config, o membersOptions, kubeconfig string
 	if err != nil {
 		return fail(err)
 	}
-	ch.JoinedAtSeconds = time.Since(start).Seconds()
+	joinedAt := time.Now()
+	ch.JoinedAtSeconds = joinedAt.Sub(start).Seconds()
 	c.logf("%s: started %s", label, ch.Joined)
 	for ch.JoinedSyncedSeconds = joined.syncedSeconds(); ch.JoinedSyncedSeconds == 0; ch.JoinedSyncedSeconds = joined.syncedSeconds() {
 		select {
@@ -110,7 +128,7 @@ func runChurn(ctx context.Context, c config, o membersOptions, kubeconfig string
 		finish()
 		return ch, joined, err
 	}
-	st := &churnState{killedAt: time.Now()}
+	st := &churnState{joinedAt: joinedAt, killedAt: time.Now(), bound: o.leaseDuration + retryPeriod}
 	ch.state = st
 	_ = syscall.Kill(-ps[0].cmd.Process.Pid, syscall.SIGKILL)
 	ch.KilledAtSeconds = st.killedAt.Sub(start).Seconds()
@@ -404,6 +422,23 @@ func (ch *Churn) check(spans []span) {
 		if !keys[cc.key] {
 			notKilled = append(notKilled, cc.took)
 		}
+	}
+	byPhase := map[string][]float64{}
+	for _, cc := range st.changes {
+		if cc.took >= 0 {
+			p := st.phase(cc.start)
+			byPhase[p] = append(byPhase[p], cc.took)
+		}
+	}
+	ch.Phases = nil
+	for _, p := range []string{"steady", "join", "kill", "after"} {
+		t := byPhase[p]
+		slices.Sort(t)
+		f := PhaseFigures{Phase: p, Changes: len(t), P99Seconds: quantile(t, 0.99)}
+		if len(t) > 0 {
+			f.MaxSeconds = t[len(t)-1]
+		}
+		ch.Phases = append(ch.Phases, f)
 	}
 	slices.Sort(all)
 	slices.Sort(notKilled)

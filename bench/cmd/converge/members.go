@@ -133,6 +133,10 @@ type Churn struct {
 	OverlapExamples []string `json:"overlap_examples,omitempty"`
 	// Spans is how many reconciles the logs hold, all members together.
 	Spans int `json:"spans"`
+	// Phases are the answered changes' p99 and max by when they were
+	// made: "steady" before the join, "join" from the join to the kill,
+	// "kill" within LeaseDuration + RetryPeriod of the kill, "after".
+	Phases []PhaseFigures `json:"phases"`
 	// Requests are those from the churn's start until the requests
 	// settled after it, the benchmark's changes (PATCH memcacheds) among
 	// them; MemberWrites are the writes to memcacheds and deployments less
@@ -141,6 +145,14 @@ type Churn struct {
 	MemberWrites float64  `json:"member_writes"`
 
 	state *churnState // the kill's time and the changes, for check
+}
+
+// PhaseFigures are the changes made in one phase of the churn.
+type PhaseFigures struct {
+	Phase      string  `json:"phase"`
+	Changes    int     `json:"changes"`
+	P99Seconds float64 `json:"p99_seconds"`
+	MaxSeconds float64 `json:"max_seconds"`
 }
 
 // Takeover is how the killed member's keys came to another member.
@@ -325,6 +337,9 @@ func (rep MembersReport) print(out io.Writer) {
 			fmt.Fprintf(out, "churn: %s joined at %.1fs (synced after %.2fs, %d reconciles), %s SIGKILLed at %.1fs; its %d keys reconciled again by others %.2fs after the kill (bound LeaseDuration+RetryPeriod %.0fs), %d not\n",
 				ch.Joined, ch.JoinedAtSeconds, ch.JoinedSyncedSeconds, ch.JoinedReconciles, ch.Killed, ch.KilledAtSeconds, ch.KilledKeys, ch.TakeoverSeconds, ch.BoundSeconds, ch.NotTakenOver)
 			fmt.Fprintf(out, "churn: %d reconciles logged, %d times a key was reconciled by two members at once\n", ch.Spans, ch.Overlaps)
+			for _, p := range ch.Phases {
+				fmt.Fprintf(out, "churn: changes made in phase %s: %d, p99 %.3fs, max %.3fs\n", p.Phase, p.Changes, p.P99Seconds, p.MaxSeconds)
+			}
 			fmt.Fprintf(out, "churn: requests %s; the members' writes to memcacheds and deployments %.0f\n", breakdown(ch.Requests), ch.MemberWrites)
 			for _, e := range ch.OverlapExamples {
 				fmt.Fprintf(out, "  overlap: %s\n", e)

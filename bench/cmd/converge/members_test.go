@@ -88,15 +88,19 @@ func TestTakeoverTimesTheKilledMembersKeysUntilAnotherReconcilesThem(t *testing.
 
 func TestChurnCheckLeavesTheKilledMembersKeysOutOfTheSecondQuantile(t *testing.T) {
 	killedAt := time.Unix(100, 0)
-	st := &churnState{killedAt: killedAt}
+	st := &churnState{joinedAt: killedAt.Add(-10 * time.Second), killedAt: killedAt, bound: 17 * time.Second}
 	for i := range 99 {
-		st.changes = append(st.changes, churnChange{key: "k-other", took: 0.01 * float64(i+1)})
+		st.changes = append(st.changes, churnChange{key: "k-other", start: killedAt.Add(-20 * time.Second), took: 0.01 * float64(i+1)})
 	}
-	st.changes = append(st.changes, churnChange{key: "k-dead", took: 15}, churnChange{key: "k-lost", took: -1})
+	st.changes = append(st.changes, churnChange{key: "k-dead", start: killedAt.Add(time.Second), took: 15}, churnChange{key: "k-lost", start: killedAt.Add(20 * time.Second), took: -1})
 	ch := &Churn{Killed: "dead", state: st}
 	ch.check([]span{{key: "k-dead", identity: "dead", start: 1e9, end: 2e9}, {key: "k-dead", identity: "b", start: 112e9, end: 113e9}})
 	if ch.Unanswered != 1 || ch.MaxSeconds != 15 || ch.P99Seconds != 0.99 || ch.MaxNotKilledSeconds != 0.99 || ch.P99NotKilledSeconds != 0.99 {
 		t.Errorf("check: unanswered %d, max %v, p99 %v, max without %v, p99 without %v; want 1, 15, 0.99, 0.99, 0.99", ch.Unanswered, ch.MaxSeconds, ch.P99Seconds, ch.MaxNotKilledSeconds, ch.P99NotKilledSeconds)
+	}
+	wantPhases := []PhaseFigures{{"steady", 99, 0.99, 0.99}, {"join", 0, 0, 0}, {"kill", 1, 15, 15}, {"after", 0, 0, 0}}
+	if !reflect.DeepEqual(ch.Phases, wantPhases) {
+		t.Errorf("phases = %+v, want %+v", ch.Phases, wantPhases)
 	}
 	if ch.KilledKeys != 1 || ch.TakeoverSeconds != 12 || ch.Spans != 2 || ch.Overlaps != 0 {
 		t.Errorf("check: %+v; want 1 killed key taken over in 12s, 2 spans, no overlap", ch.Takeover)
