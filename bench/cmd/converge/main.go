@@ -88,6 +88,13 @@ func run() error {
 		backlog    = flag.Bool("backlog", false, "run the backlog scenario instead (issue 30): a user's writes timed to their reconcile while the initial list drains; -n defaults to 5000 and -w to 1 (see backlog.go)")
 		bWrites    = flag.Int("backlog-writes", 40, "the backlog scenario's writes, spec changes and new objects by turns")
 		bEvery     = flag.Duration("backlog-every", 250*time.Millisecond, "the backlog scenario's time between writes")
+		members    = flag.Int("members", 0, "issue 38: run this many kube peers as shard members (Settings.Sharding) instead of the peers (see members.go); 0 runs the peers")
+		cacheShare = flag.Bool("cache-share", false, "with -members: the members run with Settings.Sharding.CacheShare")
+		cmpLeader  = flag.Bool("compare-leader", false, "with -members: first run a single kube leader at the same N and W on a fresh control plane, and give each member's CPU and peak RSS over the leader's")
+		churn      = flag.Bool("churn", false, "with -members: after convergence, a spec change every -churn-every while a member joins and one is SIGKILLed; times each change to its Deployment, and checks the members' reconcile logs for a key reconciled by two at once")
+		churnEvery = flag.Duration("churn-every", 100*time.Millisecond, "with -churn: the time between spec changes")
+		syncMode   = flag.Bool("sync", false, "with -members: a single leader converges N objects, then is started again, then the members: the time until each has synced, and its peak RSS")
+		leaseDur   = flag.Duration("lease-duration", 15*time.Second, "with -members: the members' LeaderElection.LeaseDuration, whole seconds, at least 4s (RenewDeadline is two thirds of it, RetryPeriod 2s)")
 	)
 	flag.Parse()
 	if *backlog {
@@ -139,6 +146,8 @@ func run() error {
 	if *quiet <= 0 {
 		errs = append(errs, fmt.Errorf("-settle: %v is not a positive duration (how long the requests must stay unchanged, such as 3s)", *quiet))
 	}
+	mo := membersOptions{members: *members, cacheShare: *cacheShare, compareLeader: *cmpLeader, churn: *churn, churnEvery: *churnEvery, sync: *syncMode, leaseDuration: *leaseDur}
+	errs = append(errs, mo.check(flagSet)...)
 	if err := errors.Join(append([]error{errN, errW}, errs...)...); err != nil {
 		return err
 	}
@@ -209,6 +218,9 @@ func run() error {
 			bins = append(bins, p)
 		}
 	}
+	if mo.members > 0 {
+		bins = []string{peerKube}
+	}
 	if c.bins, err = peerBinaries(ctx, *peerDir, tmp, bins); err != nil {
 		return err
 	}
@@ -218,6 +230,26 @@ func run() error {
 		}
 	}
 
+	if mo.members > 0 {
+		if !flagSet("json") {
+			*jsonPath = "members.json"
+		}
+		if c.resync == 0 {
+			// No resync pass in the measured spans: the churn's changes
+			// would queue behind one (20s + 20ms an object comes during the
+			// churn at N=10,000).
+			c.resync = 10 * time.Hour
+		}
+		err := runMembersScenario(ctx, c, mo, objects, workers, *jsonPath, os.Stdout)
+		if err != nil {
+			keepLogs = true
+			return fmt.Errorf("%w\n(the peers' logs are in %s)", err, *logDir)
+		}
+		if keepLogs {
+			fmt.Fprintf(os.Stderr, "the peers' logs are in %s\n", *logDir)
+		}
+		return nil
+	}
 	if *backlog {
 		return runBacklogScenario(ctx, c, backlogOptions{writes: *bWrites, every: *bEvery}, which, objects, workers, *jsonPath, os.Stdout)
 	}

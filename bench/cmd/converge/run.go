@@ -533,13 +533,14 @@ func changed(d Requests) bool {
 
 // peerProc is a running peer.
 type peerProc struct {
-	cmd     *exec.Cmd
-	stdin   io.WriteCloser
-	started time.Time
-	logPath string
-	lines   chan string
-	exited  chan struct{}
-	waitErr error
+	identity string // a kube member's LeaderElection.Identity, or a name for the logs
+	cmd      *exec.Cmd
+	stdin    io.WriteCloser
+	started  time.Time
+	logPath  string
+	lines    chan string
+	exited   chan struct{}
+	waitErr  error
 
 	syncedMu sync.Mutex
 	synced   float64 // seconds from started until the peer printed "synced"
@@ -658,6 +659,14 @@ func startPeer(ctx context.Context, c config, kubeconfig, peer string, workers i
 		restarted = "-restarted-" + strconv.Itoa(len(r.AlsoStarted))
 	}
 	logPath := filepath.Join(c.logDir, fmt.Sprintf("%s-n%d-w%d%s.log", peer, r.Objects, workers, restarted))
+	return launch(ctx, bin, args, logPath)
+}
+
+// launch starts bin with args, its stderr going to a new file at logPath,
+// in a process group of its own that is killed if the benchmark dies, and
+// stopped when ctx ends. Its stdout's "synced" line is timed from the
+// start; its other lines go to lines.
+func launch(ctx context.Context, bin string, args []string, logPath string) (*peerProc, error) {
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		return nil, err

@@ -73,11 +73,15 @@ var (
 // and reports its ready replicas and Available.
 type Reconciler struct{ Kube kubernetes.Interface }
 
-// Reconcile applies m's Deployment with server-side apply, and returns
-// Available True, or Unknown and the error when the apply fails.
+// Reconcile applies m's Deployment with server-side apply, labelled with
+// kube.ShardLabels(ctx) (none unless Settings.Sharding.CacheShare is on, so
+// that with it the Deployment lands in its owner's member's cache without
+// a write of the member's), and returns Available True, or Unknown and the
+// error when the apply fails.
 func (r Reconciler) Reconcile(ctx context.Context, m kube.Object[MemcachedSpec, MemcachedStatus]) (kube.Result[MemcachedStatus], error) {
 	d, err := r.Kube.AppsV1().Deployments(m.Namespace).Apply(ctx,
-		Deployment(m.APIVersion, m.Kind, m.Name, m.Namespace, string(m.UID), m.Spec.Size, m.Spec.Image),
+		Deployment(m.APIVersion, m.Kind, m.Name, m.Namespace, string(m.UID), m.Spec.Size, m.Spec.Image).
+			WithLabels(kube.ShardLabels(ctx)),
 		metav1.ApplyOptions{FieldManager: FieldManager, Force: true},
 	)
 	st := m.Status
