@@ -120,11 +120,7 @@ func TestCacheShareCachesOnlyEachMembersShareOnTheAPIServer(t *testing.T) {
 	rec := &shardReconciles{busy: map[string]string{}}
 	caches := &shareCaches{at: map[string]time.Time{}, held: map[string][2][]string{}}
 
-	type member struct {
-		ctrl   *kube.Controller
-		served chan error
-	}
-	start := func(id string, client *kube.Client) member {
+	start := func(id string, client *kube.Client) shardMember {
 		st := settings
 		st.LeaderElection.Identity = id
 		cs, err := kubernetes.NewForConfig(client.Config())
@@ -147,27 +143,10 @@ func TestCacheShareCachesOnlyEachMembersShareOnTheAPIServer(t *testing.T) {
 		})
 		ctrl, err := kube.NewController(s, client, st, gadgets, r, kube.Owns(corev1.SchemeGroupVersion.WithResource("configmaps")))
 		require.NoError(t, err)
-		m := member{ctrl: ctrl, served: make(chan error, 1)}
-		go func() { m.served <- ctrl.Serve(context.Background()) }()
-		t.Cleanup(func() { _ = ctrl.Shutdown(context.Background()) })
-		return m
+		return serveMember(t, ctrl)
 	}
-	stop := func(m member) {
-		require.NoError(t, m.ctrl.Shutdown(ctx))
-		require.NoError(t, <-m.served)
-	}
-	converged := func() bool {
-		l, err := res.List(ctx, metav1.ListOptions{})
-		require.NoError(t, err)
-		for _, g := range l.Items {
-			seen, _, _ := unstructured.NestedInt64(g.Object, "status", "seen")
-			size, _, _ := unstructured.NestedInt64(g.Object, "spec", "size")
-			if seen != size {
-				return false
-			}
-		}
-		return len(l.Items) == n
-	}
+	stop := func(m shardMember) { m.stop(ctx, t) }
+	converged := gadgetsConverged(ctx, t, res, n)
 	// labelled returns each Gadget's and each ConfigMap's label, by name;
 	// a ConfigMap's under "cm/".
 	labelled := func() map[string]string {

@@ -127,6 +127,44 @@ func (r *shardReconciles) owners(t *testing.T, since time.Time, n int) map[strin
 	return out
 }
 
+// shardMember is a member serving in the test's process, and its Serve's
+// result.
+type shardMember struct {
+	ctrl   *kube.Controller
+	served chan error
+}
+
+// serveMember serves ctrl until the test ends.
+func serveMember(t *testing.T, ctrl *kube.Controller) shardMember {
+	m := shardMember{ctrl: ctrl, served: make(chan error, 1)}
+	go func() { m.served <- ctrl.Serve(context.Background()) }()
+	t.Cleanup(func() { _ = ctrl.Shutdown(context.Background()) })
+	return m
+}
+
+// stop shuts m down gracefully, and fails unless its Serve returns nil.
+func (m shardMember) stop(ctx context.Context, t *testing.T) {
+	require.NoError(t, m.ctrl.Shutdown(ctx))
+	require.NoError(t, <-m.served)
+}
+
+// gadgetsConverged reports whether res holds n Gadgets, each with its
+// status.seen at its spec.size.
+func gadgetsConverged(ctx context.Context, t *testing.T, res dynamic.ResourceInterface, n int) func() bool {
+	return func() bool {
+		l, err := res.List(ctx, metav1.ListOptions{})
+		require.NoError(t, err)
+		for _, g := range l.Items {
+			seen, _, _ := unstructured.NestedInt64(g.Object, "status", "seen")
+			size, _, _ := unstructured.NestedInt64(g.Object, "spec", "size")
+			if seen != size {
+				return false
+			}
+		}
+		return len(l.Items) == n
+	}
+}
+
 // TestShardingAgainstTheAPIServer runs three members with Sharding on,
 // in the test's process, over 300 Gadgets: all converge, each object is
 // reconciled by one member at a time, the three share them within 20% of
@@ -172,36 +210,15 @@ func TestShardingAgainstTheAPIServer(t *testing.T) {
 	settings.LeaderElection.RetryPeriod = time.Second
 	rec := &shardReconciles{busy: map[string]string{}}
 
-	type member struct {
-		ctrl   *kube.Controller
-		served chan error
-	}
-	start := func(id string, client *kube.Client) member {
+	start := func(id string, client *kube.Client) shardMember {
 		st := settings
 		st.LeaderElection.Identity = id
 		ctrl, err := kube.NewController(s, client, st, gadgets, rec.reconciler(id))
 		require.NoError(t, err)
-		m := member{ctrl: ctrl, served: make(chan error, 1)}
-		go func() { m.served <- ctrl.Serve(context.Background()) }()
-		t.Cleanup(func() { _ = ctrl.Shutdown(context.Background()) })
-		return m
+		return serveMember(t, ctrl)
 	}
-	stop := func(m member) {
-		require.NoError(t, m.ctrl.Shutdown(ctx))
-		require.NoError(t, <-m.served)
-	}
-	converged := func() bool {
-		l, err := res.List(ctx, metav1.ListOptions{})
-		require.NoError(t, err)
-		for _, g := range l.Items {
-			seen, _, _ := unstructured.NestedInt64(g.Object, "status", "seen")
-			size, _, _ := unstructured.NestedInt64(g.Object, "spec", "size")
-			if seen != size {
-				return false
-			}
-		}
-		return len(l.Items) == n
-	}
+	stop := func(m shardMember) { m.stop(ctx, t) }
+	converged := gadgetsConverged(ctx, t, res, n)
 
 	began := time.Now()
 	// member-3 reaches the API server through a proxy that can hold its
