@@ -1,0 +1,96 @@
+package kube
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	metadatafake "k8s.io/client-go/metadata/fake"
+	clienttesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/sharding"
+)
+
+// A view change that is never agreed (a member joins and crashes before
+// acknowledging, and its Lease expires) brings the members back to the
+// view they agreed before. While no view was agreed, checkStray and
+// checkOwn dropped every event ("the walk at the next agreed view checks
+// it"), and relabelNext forgot what it dequeued; but run skips the walk
+// and the strays' restart for an agreed view whose Key is the last one's.
+// So an object created unlabelled during the disagreement is never
+// labelled: no member caches it, and it is never reconciled (until some
+// unrelated update of it, or the next real view change).
+func TestAStrayCreatedWhileNoViewIsAgreedIsLabelledWhenTheSameViewIsAgreedAgain(t *testing.T) {
+	settings := cacheShareSettings()
+	const me = "replica-1"
+	a := sharding.AgreementOf(me)
+	f := newFakeCluster(t)
+	c := newWidgetController(t, f, humustest.NewTelemetry(t).Telemetry, settings, noopReconciler())
+	scheme := metadatafake.NewTestScheme()
+	require.NoError(t, metav1.AddMetaToScheme(scheme))
+	md := metadatafake.NewSimpleMetadataClient(scheme)
+	c.clients.metadata = md
+
+	var mu sync.Mutex
+	ok := true
+	sc := &shardCache{
+		c: c, label: ShardLabel(settings.Name), id: me,
+		agreed: func() (sharding.Agreement, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			return a, ok
+		},
+		wake:  make(chan struct{}, 1),
+		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[relabel]()),
+	}
+	sc.kinds = []*shareKind{{gvr: widgetGVR, own: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), key: func(obj any) (string, bool) {
+		key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+		return key, err == nil
+	}}}
+	k := sc.kinds[0]
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() { defer close(done); sc.run(ctx) }()
+	defer func() { cancel(); <-done }()
+
+	sc.poke() // the first agreed view
+	require.Eventually(t, func() bool {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		return k.strays != nil && k.strays.HasSynced()
+	}, 5*time.Second, 10*time.Millisecond)
+
+	mu.Lock()
+	ok = false // a member joins: a new view, not agreed yet
+	mu.Unlock()
+	w := &metav1.PartialObjectMetadata{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "test.example.com/v1", Kind: "Widget"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "w", UID: types.UID("uid-w")},
+	}
+	require.NoError(t, md.Tracker().Create(widgetGVR, w, "ns"))
+	require.Eventually(t, func() bool { _, ok := k.stray("ns/w"); return ok }, 5*time.Second, 10*time.Millisecond,
+		"the strays' informer sees it, while no view is agreed")
+
+	mu.Lock()
+	ok = true // the joiner crashed: back to the view agreed before
+	mu.Unlock()
+	sc.poke() // as Member.step does when it takes up an agreed view
+
+	patched := func() bool {
+		for _, act := range md.Actions() {
+			if p, ok := act.(clienttesting.PatchActionImpl); ok && p.GetName() == "w" {
+				return true
+			}
+		}
+		return false
+	}
+	require.Eventually(t, patched, 2*time.Second, 10*time.Millisecond,
+		"the stray created while no view was agreed is labelled once a view is agreed again")
+}
