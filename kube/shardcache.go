@@ -234,18 +234,22 @@ func (sc *shardCache) run(ctx context.Context) {
 			}
 		})
 	}
-	var last string
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-sc.wake:
 		}
+		// Each poke is the member taking up an agreed view after a time
+		// without one, in which checkOwn, checkStray and relabelNext
+		// dropped what they saw: walk and restart the strays even when the
+		// view is the one agreed before (a joiner that never acknowledged,
+		// a member that paused and came back), or those objects wait for
+		// an unrelated update or the next view change.
 		a, ok := sc.agreed()
-		if !ok || a.Key() == last {
+		if !ok {
 			continue
 		}
-		last = a.Key()
 		for i, k := range sc.kinds {
 			sc.startStrays(ctx, i, k, a.Members())
 		}
