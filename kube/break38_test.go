@@ -2,12 +2,15 @@ package kube
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	metadatafake "k8s.io/client-go/metadata/fake"
 	clienttesting "k8s.io/client-go/testing"
@@ -93,4 +96,31 @@ func TestAStrayCreatedWhileNoViewIsAgreedIsLabelledWhenTheSameViewIsAgreedAgain(
 	}
 	require.Eventually(t, patched, 2*time.Second, 10*time.Millisecond,
 		"the stray created while no view was agreed is labelled once a view is agreed again")
+}
+
+// A member whose join fails (here its Lease can't be created) returns
+// from Serve; with CacheShare, serveShard has already made the shard
+// cache, whose relabel queue runs goroutines of its own (the delaying
+// queue's loop, the metrics' loop) that only run's ShutDown stops, and
+// run never started. Without CacheShare, the same failed join leaks
+// nothing.
+func TestAMemberWhoseJoinFailsLeaksNoGoroutines(t *testing.T) {
+	for _, share := range []bool{false, true} {
+		t.Run(map[bool]string{false: "Enabled", true: "CacheShare"}[share], func(t *testing.T) {
+			ignore := goleak.IgnoreCurrent()
+			func() {
+				s := cacheShareSettings()
+				s.Sharding.CacheShare = share
+				f := newFakeCluster(t)
+				f.kube.PrependReactor("create", "leases", func(clienttesting.Action) (bool, runtime.Object, error) {
+					return true, nil, errors.New("refused")
+				})
+				c := newWidgetController(t, f, humustest.NewTelemetry(t).Telemetry, s, noopReconciler())
+				err := c.Serve(t.Context())
+				require.ErrorContains(t, err, "joining its members")
+				require.NoError(t, c.Shutdown(context.Background()))
+			}()
+			goleak.VerifyNone(t, ignore)
+		})
+	}
 }
