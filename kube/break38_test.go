@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	metadatafake "k8s.io/client-go/metadata/fake"
@@ -122,5 +123,23 @@ func TestAMemberWhoseJoinFailsLeaksNoGoroutines(t *testing.T) {
 			}()
 			goleak.VerifyNone(t, ignore)
 		})
+	}
+}
+
+// A Settings.LabelSelector (or an Owns' LabelSelector) of blanks selects
+// everything and passes NewController's checks, but shareSelectors joins
+// the share's own requirement to it with a comma: " ,shard...=replica-1"
+// is no selector, and the API server refuses every list of the member's
+// informers.
+func TestABlankLabelSelectorStillSelectsTheShare(t *testing.T) {
+	s := cacheShareSettings()
+	s.LabelSelector = " "
+	f := newFakeCluster(t)
+	c := newWidgetController(t, f, humustest.NewTelemetry(t).Telemetry, s, noopReconciler(), Owns(configMapGVR, LabelSelector(" ")))
+	for _, sel := range []string{c.settings.LabelSelector, c.owns[0].selector} {
+		parsed, err := labels.Parse(sel)
+		require.NoError(t, err, "%q", sel)
+		require.True(t, parsed.Matches(labels.Set{ShardLabel(s.Name): s.LeaderElection.Identity}))
+		require.False(t, parsed.Matches(labels.Set{ShardLabel(s.Name): "replica-2"}))
 	}
 }
