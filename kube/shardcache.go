@@ -97,8 +97,10 @@ func selectsOn(selector, key string) bool {
 }
 
 // andSelector is the label selector that selects what both a and b do.
+// A blank a selects everything, as "" does (labels.Parse), and a comma
+// after it would make no selector.
 func andSelector(a, b string) string {
-	if a == "" {
+	if strings.TrimSpace(a) == "" {
 		return b
 	}
 	return a + "," + b
