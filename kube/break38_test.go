@@ -3,6 +3,10 @@ package kube
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,13 +17,17 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
 	metadatafake "k8s.io/client-go/metadata/fake"
+	"k8s.io/client-go/rest"
 	clienttesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/z5labs/humus/humustest"
+	"github.com/z5labs/humus/kube/internal/apitransport"
 	"github.com/z5labs/humus/kube/internal/sharding"
+	"github.com/z5labs/humus/kube/internal/tenure"
 )
 
 // A view change that is never agreed (a member joins and crashes before
@@ -142,4 +150,56 @@ func TestABlankLabelSelectorStillSelectsTheShare(t *testing.T) {
 		require.True(t, parsed.Matches(labels.Set{ShardLabel(s.Name): s.LeaderElection.Identity}))
 		require.False(t, parsed.Matches(labels.Set{ShardLabel(s.Name): "replica-2"}))
 	}
+}
+
+// A member that passed relabelNext's check of the agreed view and then
+// stalled past its tenure's deadline (a GC pause, a SIGSTOP) before its
+// patch reached the transport sends it on waking: the relabel's context
+// carries no lease, so the transport's write hook, which refuses a
+// reconcile's writes then (scope.NoteWrite), lets it through. The
+// guarantee "a paused member does no work on waking" holds for the
+// workers' writes and not for the labels.
+func TestARelabelIsNotSentOnceItsMembersLeaseIsNoLongerValid(t *testing.T) {
+	settings := cacheShareSettings()
+	const me, other = "replica-1", "replica-2"
+	a := sharding.AgreementOf(me, other)
+	var theirs string
+	for i := 0; theirs == ""; i++ {
+		if name := fmt.Sprintf("w%d", i); a.Owner("ns/"+name) == other {
+			theirs = name
+		}
+	}
+	f := newFakeCluster(t)
+	c := newWidgetController(t, f, humustest.NewTelemetry(t).Telemetry, settings, noopReconciler())
+	var sent []string
+	md, err := metadata.NewForConfig(&rest.Config{Host: "https://kube", Transport: apitransport.WriteHooks{Next: roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		sent = append(sent, req.Method+" "+req.URL.Path)
+		return &http.Response{StatusCode: http.StatusOK, Header: http.Header{"Content-Type": {"application/json"}},
+			Body: io.NopCloser(strings.NewReader(`{"apiVersion":"meta.k8s.io/v1","kind":"PartialObjectMetadata","metadata":{"name":"` + theirs + `","namespace":"ns"}}`))}, nil
+	})}})
+	require.NoError(t, err)
+	c.clients.metadata = md
+	lease := &leaseState{}
+	sc := &shardCache{
+		c: c, label: ShardLabel(settings.Name), id: me, lease: lease,
+		agreed: func() (sharding.Agreement, bool) {
+			if lease.err != nil {
+				return sharding.Agreement{}, false
+			}
+			// The member passes the check, and then stalls past its
+			// deadline before its patch goes out.
+			defer func() { lease.err = tenure.ErrLeaseExpired }()
+			return a, true
+		},
+		queue: workqueue.NewTypedRateLimitingQueue(workqueue.DefaultTypedControllerRateLimiter[relabel]()),
+	}
+	t.Cleanup(sc.queue.ShutDown)
+	sc.kinds = []*shareKind{{gvr: widgetGVR, own: cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{}), key: func(obj any) (string, bool) {
+		key, err := cache.MetaNamespaceKeyFunc(obj)
+		return key, err == nil
+	}}}
+	require.NoError(t, sc.kinds[0].own.Add(&metav1.PartialObjectMetadata{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: theirs, Labels: map[string]string{sc.label: me}}}))
+	sc.queue.Add(relabel{0, "ns/" + theirs})
+	require.True(t, sc.relabelNext(t.Context()))
+	require.Empty(t, sent, "no patch once the member's lease is no longer valid")
 }

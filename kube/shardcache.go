@@ -115,9 +115,12 @@ type shardCache struct {
 	id    string // this member's identity
 	// agreed is the member's sharding.Member.Agreed, set by watchOwn.
 	agreed func() (sharding.Agreement, bool)
-	kinds  []*shareKind // each Owns, then the resource
-	wake   chan struct{}
-	queue  workqueue.TypedRateLimitingInterface[relabel]
+	// lease is the member's, whose validity each write checks again as
+	// it enters the transport; nil in tests that give none.
+	lease interface{ Valid() error }
+	kinds []*shareKind // each Owns, then the resource
+	wake  chan struct{}
+	queue workqueue.TypedRateLimitingInterface[relabel]
 }
 
 // shareKind is one resource whose objects carry the label: the
