@@ -509,6 +509,12 @@ func (sc *shardCache) write(ctx context.Context, gvr schema.GroupVersionResource
 	if err != nil {
 		return err
 	}
+	if sc.lease != nil {
+		// As a reconcile's writes are: a member that passed relabelNext's
+		// check and then stalled past its deadline (a GC pause, a SIGSTOP)
+		// sends nothing on waking (scope.NoteWrite).
+		ctx = withScope(ctx, &scope{lease: sc.lease})
+	}
 	_, err = sc.c.clients.metadata.Resource(gvr).Namespace(ns).Patch(ctx, name, types.MergePatchType, patch,
 		metav1.PatchOptions{FieldManager: sc.c.settings.Name + "-shard"})
 	return err

@@ -177,6 +177,7 @@ func (c *Controller) serveShard(ctx, workCtx context.Context, cs *informerSet, t
 		return err
 	}
 	if sc != nil {
+		sc.lease = m
 		if err := sc.watchOwn(m.Agreed); err != nil {
 			return err
 		}
