@@ -46,10 +46,17 @@ import (
 //     its caches, the resource's objects first, and it checks each object its caches add
 //     or update.
 //
-// So no object is labelled by two members under different views, an
-// object whose key doesn't move is never written, and a key's object
-// reaches its new owner's cache before that member reconciles it: until
-// then, the key reconciles as gone, which does nothing.
+// So an object whose key doesn't move is never written, and a key's
+// object reaches its new owner's cache before that member reconciles it:
+// until then, the key reconciles as gone, which does nothing. A relabel's
+// check of the agreed view and its write are not one step, and a member
+// acknowledges the next view without waiting for its relabels in flight:
+// a write decided under one view may land once the next is agreed (a
+// member stalled past its deadline sends none: write's lease check). The
+// object then names a member of the new view, whose checkOwn or walk
+// relabels it to its key's owner, or none, and is a stray of the new
+// view's strays' informers: one write more, and no key reconciled twice,
+// since reconciles are taken by the member (Take), not by the label.
 
 // shareSelectors turns c's resource and Owns selectors into a member's
 // share of them: each also selects ShardLabel(Settings.Name) = the
