@@ -46,10 +46,17 @@ import (
 //     its caches, the resource's objects first, and it checks each object its caches add
 //     or update.
 //
-// So no object is labelled by two members under different views, an
-// object whose key doesn't move is never written, and a key's object
-// reaches its new owner's cache before that member reconciles it: until
-// then, the key reconciles as gone, which does nothing.
+// So an object whose key doesn't move is never written, and a key's
+// object reaches its new owner's cache before that member reconciles it:
+// until then, the key reconciles as gone, which does nothing. A relabel's
+// check of the agreed view and its write are not one step, and a member
+// acknowledges the next view without waiting for its relabels in flight:
+// a write decided under one view may land once the next is agreed (a
+// member stalled past its deadline sends none: write's lease check). The
+// object then names a member of the new view, whose checkOwn or walk
+// relabels it to its key's owner, or none, and is a stray of the new
+// view's strays' informers: one write more, and no key reconciled twice,
+// since reconciles are taken by the member (Take), not by the label.
 
 // shareSelectors turns c's resource and Owns selectors into a member's
 // share of them: each also selects ShardLabel(Settings.Name) = the
@@ -97,8 +104,10 @@ func selectsOn(selector, key string) bool {
 }
 
 // andSelector is the label selector that selects what both a and b do.
+// A blank a selects everything, as "" does (labels.Parse), and a comma
+// after it would make no selector.
 func andSelector(a, b string) string {
-	if a == "" {
+	if strings.TrimSpace(a) == "" {
 		return b
 	}
 	return a + "," + b
@@ -113,9 +122,12 @@ type shardCache struct {
 	id    string // this member's identity
 	// agreed is the member's sharding.Member.Agreed, set by watchOwn.
 	agreed func() (sharding.Agreement, bool)
-	kinds  []*shareKind // each Owns, then the resource
-	wake   chan struct{}
-	queue  workqueue.TypedRateLimitingInterface[relabel]
+	// lease is the member's, whose validity each write checks again as
+	// it enters the transport; nil in tests that give none.
+	lease interface{ Valid() error }
+	kinds []*shareKind // each Owns, then the resource
+	wake  chan struct{}
+	queue workqueue.TypedRateLimitingInterface[relabel]
 }
 
 // shareKind is one resource whose objects carry the label: the
@@ -234,18 +246,22 @@ func (sc *shardCache) run(ctx context.Context) {
 			}
 		})
 	}
-	var last string
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-sc.wake:
 		}
+		// Each poke is the member taking up an agreed view after a time
+		// without one, in which checkOwn, checkStray and relabelNext
+		// dropped what they saw: walk and restart the strays even when the
+		// view is the one agreed before (a joiner that never acknowledged,
+		// a member that paused and came back), or those objects wait for
+		// an unrelated update or the next view change.
 		a, ok := sc.agreed()
-		if !ok || a.Key() == last {
+		if !ok {
 			continue
 		}
-		last = a.Key()
 		for i, k := range sc.kinds {
 			sc.startStrays(ctx, i, k, a.Members())
 		}
@@ -499,6 +515,12 @@ func (sc *shardCache) write(ctx context.Context, gvr schema.GroupVersionResource
 	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"labels": map[string]string{sc.label: member}}})
 	if err != nil {
 		return err
+	}
+	if sc.lease != nil {
+		// As a reconcile's writes are: a member that passed relabelNext's
+		// check and then stalled past its deadline (a GC pause, a SIGSTOP)
+		// sends nothing on waking (scope.NoteWrite).
+		ctx = withScope(ctx, &scope{lease: sc.lease})
 	}
 	_, err = sc.c.clients.metadata.Resource(gvr).Namespace(ns).Patch(ctx, name, types.MergePatchType, patch,
 		metav1.PatchOptions{FieldManager: sc.c.settings.Name + "-shard"})

@@ -166,12 +166,18 @@ func (c *Controller) serveShard(ctx, workCtx context.Context, cs *informerSet, t
 	var agreed func()
 	if sc != nil {
 		agreed = sc.poke
+		// run shuts the relabel queue down, but a member that fails
+		// before it starts (newMember, watchOwn, Join) never runs it, and
+		// the queue's own goroutines would outlive Serve. ShutDown is
+		// idempotent, and this one comes after stopBackground's.
+		defer sc.queue.ShutDown()
 	}
 	m, err := c.newMember(workCtx, cs, agreed)
 	if err != nil {
 		return err
 	}
 	if sc != nil {
+		sc.lease = m
 		if err := sc.watchOwn(m.Agreed); err != nil {
 			return err
 		}
