@@ -198,14 +198,17 @@ func (sc *shardCache) watchOwn(agreed func() (sharding.Agreement, bool)) error {
 	sc.agreed = agreed
 	for i, k := range sc.kinds {
 		check := func(obj any) { sc.checkOwn(i, obj) }
-		if _, err := sc.c.addHandler(k.inf, cache.ResourceEventHandlerFuncs{
-			AddFunc:    check,
-			UpdateFunc: func(_, obj any) { check(obj) },
-		}); err != nil {
+		if _, err := sc.c.addHandler(k.inf, addedOrUpdated(check)); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// addedOrUpdated is a handler calling check with each object an
+// informer adds or updates; deletes need nothing.
+func addedOrUpdated(check func(obj any)) cache.ResourceEventHandlerFuncs {
+	return cache.ResourceEventHandlerFuncs{AddFunc: check, UpdateFunc: func(_, obj any) { check(obj) }}
 }
 
 // poke wakes run: the member has taken up an agreed view.
@@ -344,13 +347,11 @@ func (sc *shardCache) ownerCached(i int, key string) bool {
 // resource this member's cache now holds as its own.
 func (sc *shardCache) strayChildren(key string) {
 	for i, k := range sc.kinds[:len(sc.kinds)-1] {
-		k.mu.Lock()
-		inf := k.strays
-		k.mu.Unlock()
-		if inf == nil {
+		strays := k.straysCache()
+		if strays == nil {
 			continue
 		}
-		children, err := inf.GetIndexer().ByIndex(strayOwnerIndex, key)
+		children, err := strays.ByIndex(strayOwnerIndex, key)
 		if err != nil {
 			continue
 		}
@@ -381,10 +382,7 @@ func (sc *shardCache) startStrays(ctx context.Context, i int, k *shareKind, memb
 		}}})
 	if err == nil {
 		check := func(obj any) { sc.checkStray(i, obj) }
-		_, err = sc.c.addHandler(inf, cache.ResourceEventHandlerFuncs{
-			AddFunc:    check,
-			UpdateFunc: func(_, obj any) { check(obj) },
-		})
+		_, err = sc.c.addHandler(inf, addedOrUpdated(check))
 	}
 	if err != nil {
 		// Neither can fail on an informer not started.
@@ -417,24 +415,30 @@ func (k *shareKind) stopStrays() {
 // ListKeys returns the keys of the strays k's informer holds: none
 // before the first agreed view.
 func (k *shareKind) ListKeys() []string {
+	if strays := k.straysCache(); strays != nil {
+		return strays.ListKeys()
+	}
+	return nil
+}
+
+// straysCache returns the cache of k's strays' informer, or nil before
+// the first agreed view.
+func (k *shareKind) straysCache() cache.Indexer {
 	k.mu.Lock()
-	inf := k.strays
-	k.mu.Unlock()
-	if inf == nil {
+	defer k.mu.Unlock()
+	if k.strays == nil {
 		return nil
 	}
-	return inf.GetIndexer().ListKeys()
+	return k.strays.GetIndexer()
 }
 
 // stray returns k's stray of key, if its informer holds one.
 func (k *shareKind) stray(key string) (any, bool) {
-	k.mu.Lock()
-	inf := k.strays
-	k.mu.Unlock()
-	if inf == nil {
+	strays := k.straysCache()
+	if strays == nil {
 		return nil, false
 	}
-	obj, ok, err := inf.GetIndexer().GetByKey(key)
+	obj, ok, err := strays.GetByKey(key)
 	return obj, ok && err == nil
 }
 
