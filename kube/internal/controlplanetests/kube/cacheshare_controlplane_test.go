@@ -14,7 +14,6 @@ import (
 	"github.com/stretchr/testify/require"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	corev1ac "k8s.io/client-go/applyconfigurations/core/v1"
 	"k8s.io/client-go/kubernetes"
@@ -82,20 +81,9 @@ func TestCacheShareCachesOnlyEachMembersShareOnTheAPIServer(t *testing.T) {
 	defer cancel()
 
 	const ns, n = "cacheshare", 120
-	_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	res := dyn.Resource(gadgets.GVR()).Namespace(ns)
-	for i := range n {
-		_, err := res.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "controller.humus.example.com/v1",
-			"kind":       "Gadget",
-			"metadata":   map[string]any{"name": fmt.Sprintf("g%03d", i), "labels": map[string]any{"team": "a"}},
-			"spec":       map[string]any{"size": int64(1 + i%3)},
-		}}, metav1.CreateOptions{FieldManager: "user"})
-		require.NoError(t, err)
-	}
+	res := createGadgets(ctx, t, kc, dyn, ns, n, map[string]any{"team": "a"}, "user")
 	// A ConfigMap no Gadget controls: no member labels it or caches it.
-	_, err = kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unowned"}}, metav1.CreateOptions{})
+	_, err := kc.CoreV1().ConfigMaps(ns).Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "unowned"}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 
 	s := &humus.Setup{Host: humus.OSHost()}

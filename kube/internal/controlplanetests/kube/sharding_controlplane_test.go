@@ -148,6 +148,30 @@ func (m shardMember) stop(ctx context.Context, t *testing.T) {
 	require.NoError(t, <-m.served)
 }
 
+// createGadgets creates namespace ns and n Gadgets in it, g000 on, sized
+// 1, 2, 3 in turn, with labels, under the field manager manager ("" for
+// the client's default), and returns their resource.
+func createGadgets(ctx context.Context, t *testing.T, kc kubernetes.Interface, dyn dynamic.Interface, ns string, n int, labels map[string]any, manager string) dynamic.ResourceInterface {
+	t.Helper()
+	_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	res := dyn.Resource(gadgets.GVR()).Namespace(ns)
+	for i := range n {
+		md := map[string]any{"name": fmt.Sprintf("g%03d", i)}
+		if labels != nil {
+			md["labels"] = labels
+		}
+		_, err := res.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "controller.humus.example.com/v1",
+			"kind":       "Gadget",
+			"metadata":   md,
+			"spec":       map[string]any{"size": int64(1 + i%3)},
+		}}, metav1.CreateOptions{FieldManager: manager})
+		require.NoError(t, err)
+	}
+	return res
+}
+
 // gadgetsConverged reports whether res holds n Gadgets, each with its
 // status.seen at its spec.size.
 func gadgetsConverged(ctx context.Context, t *testing.T, res dynamic.ResourceInterface, n int) func() bool {
@@ -179,18 +203,7 @@ func TestShardingAgainstTheAPIServer(t *testing.T) {
 	defer cancel()
 
 	const ns, n = "sharding", 300
-	_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	require.NoError(t, err)
-	res := dyn.Resource(gadgets.GVR()).Namespace(ns)
-	for i := range n {
-		_, err := res.Create(ctx, &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "controller.humus.example.com/v1",
-			"kind":       "Gadget",
-			"metadata":   map[string]any{"name": fmt.Sprintf("g%03d", i)},
-			"spec":       map[string]any{"size": int64(1 + i%3)},
-		}}, metav1.CreateOptions{})
-		require.NoError(t, err)
-	}
+	res := createGadgets(ctx, t, kc, dyn, ns, n, nil, "")
 
 	s := &humus.Setup{Host: humus.OSHost()}
 	client, err := kube.NewClient(s, kube.Connection{
